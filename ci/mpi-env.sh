@@ -1,0 +1,5 @@
+# Source this before mpiexec on a root, oversubscribed, containerised machine (what CTest sets per test).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMP_NUM_THREADS=1 ATEN_CPU_CAPABILITY=avx2 GTEST_COLOR=no

@@ -1,0 +1,67 @@
+# loopgate_add_mpi_test(NAME name TARGET exe NP n [LABELS ...] [TIMEOUT s] [ARGS ...]
+#                       [RESOURCE_GROUPS spec] [WILL_FAIL] [PASS_REGULAR_EXPRESSION re] [FAIL_REGULAR_EXPRESSION re])
+#
+# Registers one CTest test that runs `mpiexec -n NP <exe> ARGS` with the Open MPI settings a root,
+# oversubscribed, containerised machine needs. Every MPI test gets a TIMEOUT: a rank that fails before a
+# collective leaves the others blocked in it (reference/cpu-build-and-run.md §5).
+set(LOOPGATE_MPI_ENV
+  "OMPI_ALLOW_RUN_AS_ROOT=1"
+  "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+  "OMPI_MCA_rmaps_base_oversubscribe=1"
+  "OMPI_MCA_mpi_yield_when_idle=1"
+  "OMPI_MCA_btl_vader_single_copy_mechanism=none"
+  "OMP_NUM_THREADS=1"
+  "ATEN_CPU_CAPABILITY=avx2"
+  "GTEST_COLOR=no")
+
+function(loopgate_add_mpi_test)
+  cmake_parse_arguments(T "WILL_FAIL" "NAME;TARGET;NP;TIMEOUT;RESOURCE_GROUPS;PASS_REGULAR_EXPRESSION;FAIL_REGULAR_EXPRESSION"
+                        "LABELS;ARGS" ${ARGN})
+  if(NOT T_NAME OR NOT T_TARGET OR NOT T_NP)
+    message(FATAL_ERROR "loopgate_add_mpi_test: NAME, TARGET and NP are required")
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_test(NAME ${T_NAME}
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_NP} ${MPIEXEC_PREFLAGS}
+                   $<TARGET_FILE:${T_TARGET}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
+  set(labels mpi ${T_LABELS})
+  list(FIND labels gpu has_gpu)
+  if(has_gpu EQUAL -1)
+    list(APPEND labels cpu)
+  endif()
+  list(REMOVE_DUPLICATES labels)
+  # PROCESSORS is capped at the machine's core count so the scheduler does not refuse big jobs.
+  cmake_host_system_information(RESULT ncores QUERY NUMBER_OF_LOGICAL_CORES)
+  set(procs ${T_NP})
+  if(procs GREATER ncores)
+    set(procs ${ncores})
+  endif()
+  set_tests_properties(${T_NAME} PROPERTIES
+    TIMEOUT ${T_TIMEOUT} LABELS "${labels}" PROCESSORS ${procs}
+    ENVIRONMENT "${LOOPGATE_MPI_ENV}")
+  if(T_WILL_FAIL)
+    set_tests_properties(${T_NAME} PROPERTIES WILL_FAIL TRUE)
+  endif()
+  if(T_PASS_REGULAR_EXPRESSION)
+    set_tests_properties(${T_NAME} PROPERTIES PASS_REGULAR_EXPRESSION "${T_PASS_REGULAR_EXPRESSION}")
+  endif()
+  if(T_FAIL_REGULAR_EXPRESSION)
+    set_tests_properties(${T_NAME} PROPERTIES FAIL_REGULAR_EXPRESSION "${T_FAIL_REGULAR_EXPRESSION}")
+  endif()
+  if(T_RESOURCE_GROUPS)
+    set_tests_properties(${T_NAME} PROPERTIES RESOURCE_GROUPS "${T_RESOURCE_GROUPS}")
+  endif()
+endfunction()
+
+# loopgate_add_unit_test(NAME name TARGET exe [LABELS ...] [ARGS ...]): a single-process test.
+function(loopgate_add_unit_test)
+  cmake_parse_arguments(T "" "NAME;TARGET;TIMEOUT" "LABELS;ARGS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_test(NAME ${T_NAME} COMMAND $<TARGET_FILE:${T_TARGET}> ${T_ARGS})
+  set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "unit;cpu;${T_LABELS}"
+    ENVIRONMENT "${LOOPGATE_MPI_ENV}")
+endfunction()

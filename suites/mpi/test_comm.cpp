@@ -1,0 +1,129 @@
+// Every Comm collective on every group of every layout that fits this launch's world size, with values chosen
+// so float sums are exact in any order (small integers): closed-form expectations, as nccl-tests' verifiable.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "trainer/parallel/comm_mpi.h"
+
+namespace loopgate {
+namespace {
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+std::vector<LayoutConfig> layouts_for(int world) {
+  std::vector<LayoutConfig> out;
+  for (int tp : {1, 2, 4})
+    for (int pp : {1, 2, 4})
+      if (world % (tp * pp) == 0) out.push_back({tp, pp, tp > 1});
+  return out;
+}
+
+// Checks all collectives on one group `c` whose members (world ranks) are `members`.
+void check_group(Comm& c, const std::vector<int>& members, const std::string& what) {
+  SCOPED_TRACE(what);
+  const int n = c.size();
+  ASSERT_EQ(static_cast<size_t>(n), members.size());
+  ASSERT_EQ(c.world_ranks(), members);
+  const int me = world_rank();
+  ASSERT_EQ(members[c.rank()], me);
+  long sum_ranks = 0;
+  for (int m : members) sum_ranks += m;
+
+  at::Tensor t = at::full({5}, static_cast<float>(me), at::kFloat);
+  c.all_reduce(t, ReduceOp::kSum);
+  EXPECT_TRUE(at::equal(t, at::full({5}, static_cast<float>(sum_ranks))));
+  at::Tensor mx = at::full({3}, static_cast<double>(me), at::kDouble);
+  c.all_reduce(mx, ReduceOp::kMax);
+  EXPECT_EQ(mx[0].item<double>(), members.back());
+  at::Tensor mn = at::full({3}, static_cast<long>(me), at::kLong);
+  c.all_reduce(mn, ReduceOp::kMin);
+  EXPECT_EQ(mn[2].item<long>(), members.front());
+
+  at::Tensor g = c.all_gather(at::full({2, 3}, static_cast<float>(me)));
+  ASSERT_EQ(g.sizes(), (std::vector<int64_t>{2L * n, 3}));
+  for (int i = 0; i < n; ++i) EXPECT_EQ(g[2 * i][1].item<float>(), members[i]) << "slot " << i;
+
+  // reduce_scatter: element j of the full tensor = rank + j; this rank gets slice [rank*2, rank*2+2).
+  at::Tensor full = at::arange(2 * n, at::kFloat).add_(static_cast<float>(me));
+  at::Tensor part = c.reduce_scatter(full, ReduceOp::kSum);
+  ASSERT_EQ(part.numel(), 2);
+  for (int j = 0; j < 2; ++j)
+    EXPECT_EQ(part[j].item<float>(), static_cast<float>(sum_ranks + n * (c.rank() * 2 + j)));
+
+  at::Tensor b = at::full({4}, static_cast<float>(me));
+  c.broadcast(b, n - 1);
+  EXPECT_EQ(b[3].item<float>(), members.back());
+
+  // send/recv around a ring inside the group, then send_recv the other way.
+  if (n > 1) {
+    int next = (c.rank() + 1) % n, prev = (c.rank() + n - 1) % n;
+    at::Tensor out = at::full({3}, static_cast<float>(me));
+    at::Tensor in = at::empty({3}, at::kFloat);
+    if (c.rank() % 2 == 0) {
+      c.send(out, next);
+      c.recv(in, prev);
+    } else {
+      c.recv(in, prev);
+      c.send(out, next);
+    }
+    EXPECT_EQ(in[0].item<float>(), members[prev]);
+    at::Tensor in2 = at::empty({3}, at::kFloat);
+    c.send_recv(out, prev, in2, next);
+    EXPECT_EQ(in2[1].item<float>(), members[next]);
+  }
+  c.barrier();
+}
+
+TEST(Comm, EveryCollectiveOnEveryGroupOfEveryLayout) {
+  const int world = world_size(), me = world_rank();
+  for (const LayoutConfig& cfg : layouts_for(world)) {
+    Layout l = Layout::build(world, cfg);
+    ProcessGroups g = make_mpi_groups(l, MPI_COMM_WORLD);
+    check_group(*g.world, l.world_group(), "world " + l.describe());
+    check_group(*g.tp, l.tp_group(me), "tp " + l.describe());
+    check_group(*g.dp, l.dp_group(me), "dp " + l.describe());
+    check_group(*g.pp, l.pp_group(me), "pp " + l.describe());
+    check_group(*g.mp, l.mp_group(me), "mp " + l.describe());
+  }
+}
+
+// Fixed order: every rank gets bits equal to the left-to-right sum r0 + r1 + ... computed locally, for values
+// whose sum is NOT order-independent.
+TEST(Comm, FixedOrderSumEqualsLeftToRightSum) {
+  const int world = world_size(), me = world_rank();
+  auto value = [](int r) { return 1.0f / static_cast<float>(3 + r) + (r % 3 == 0 ? 1e6f : 0.0f); };
+  CommPtr c = make_mpi_comm(MPI_COMM_WORLD, {ReduceOrder::kFixed, 0});
+  at::Tensor t = at::full({1}, value(me));
+  c->all_reduce(t);
+  float expect = value(0);
+  for (int r = 1; r < world; ++r) expect += value(r);
+  EXPECT_EQ(t[0].item<float>(), expect);
+}
+
+// Permuted order: all ranks agree on the bits of each call (same seed, same call counter).
+TEST(Comm, PermutedOrderAgreesAcrossRanks) {
+  const int me = world_rank();
+  CommPtr c = make_mpi_comm(MPI_COMM_WORLD, {ReduceOrder::kPermuted, 42});
+  CommPtr check = make_mpi_comm(MPI_COMM_WORLD);
+  for (int call = 0; call < 4; ++call) {
+    at::Tensor t = at::full({8}, 1.0f / static_cast<float>(3 + me) + (me % 3 == 0 ? 1e6f : 0.0f));
+    c->all_reduce(t);
+    at::Tensor lo = t.clone(), hi = t.clone();
+    check->all_reduce(lo, ReduceOp::kMin);
+    check->all_reduce(hi, ReduceOp::kMax);
+    EXPECT_TRUE(at::equal(lo, hi)) << "call " << call;
+  }
+}
+
+}  // namespace
+}  // namespace loopgate

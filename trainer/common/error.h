@@ -1,0 +1,49 @@
+// loopgate::Error and the CHECK macros. Errors propagate (nccl-tests style) instead of exiting, carrying
+// the call text, file:line, rank and the ledger's current site, so the gtest main or the CLI can print one
+// line and abort the world — a rank that exit()s alone leaves the others hanging in a collective.
+#pragma once
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace loopgate {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Bad user input (unknown arm, wrong np, malformed spec): the CLI maps it to exit code 2.
+class InputError : public Error {
+ public:
+  using Error::Error;
+};
+
+// This process's rank in the world, or -1 before MPI is up. Set once by whoever initialises MPI.
+int& world_rank_for_errors();
+// Name of the sync site / phase the rank is in; updated by the ledger and the loop (for the watchdog too).
+const char* current_site();
+void set_current_site(const char* site);
+
+[[noreturn]] void throw_error(const char* file, int line, const std::string& what);
+
+}  // namespace loopgate
+
+#define LG_CHECK(cond, ...)                                                                     \
+  do {                                                                                          \
+    if (!(cond)) ::loopgate::throw_error(__FILE__, __LINE__,                                   \
+                                         std::string("check failed: " #cond ": ") + fmt::format(__VA_ARGS__)); \
+  } while (0)
+
+#define LG_INPUT_CHECK(cond, ...)                                                               \
+  do {                                                                                          \
+    if (!(cond)) throw ::loopgate::InputError(fmt::format(__VA_ARGS__));                        \
+  } while (0)
+
+#define LG_MPI_CHECK(call)                                                                      \
+  do {                                                                                          \
+    int lg_mpi_rc_ = (call);                                                                    \
+    if (lg_mpi_rc_ != 0) ::loopgate::throw_error(__FILE__, __LINE__,                           \
+                                                 fmt::format("MPI call failed (rc {}): {}", lg_mpi_rc_, #call)); \
+  } while (0)

@@ -1,0 +1,60 @@
+// Comm: one process group's collectives on LibTorch tensors. Backends: MpiComm (CPU tensors, MPI_Comm_split
+// groups) now, NcclComm (CUDA tensors, ncclCommSplit) on GPU runners; callers see only this interface, and
+// only trainer/parallel sees MPI_Comm or ncclComm_t (STYLE.md §3). Every method is collective over the group
+// (send/recv: over the pair). Ranks and peers are group ranks. Tensors must be contiguous.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loopgate {
+
+enum class ReduceOp { kSum, kMax, kMin };
+
+// How a floating-point SUM is ordered. kNative: the backend's own algorithm (deterministic for a fixed
+// (np, size, Open MPI) on CPU). kFixed: gather, then add in group-rank order 0,1,...,n-1 — the same bits for
+// any backend algorithm. kPermuted: gather, then add in an order permuted per call from a seed — stands in
+// for NCCL's run-to-run order changes (used by the distributional gate).
+enum class ReduceOrder { kNative, kFixed, kPermuted };
+
+struct CommOptions {
+  ReduceOrder order = ReduceOrder::kNative;
+  uint64_t permute_seed = 0;  // kPermuted only; equal on every rank of the job
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual const char* backend() const = 0;
+  virtual int rank() const = 0;  // rank within this group
+  virtual int size() const = 0;
+  virtual const std::vector<int>& world_ranks() const = 0;  // group rank -> world rank
+
+  virtual void all_reduce(at::Tensor& t, ReduceOp op = ReduceOp::kSum) = 0;  // in place
+  // Concatenates every rank's t along dim 0 in group-rank order: result [size*d0, ...].
+  virtual at::Tensor all_gather(const at::Tensor& t) = 0;
+  // Reduces over the group and returns this rank's dim-0 slice: t.size(0) must divide by size().
+  virtual at::Tensor reduce_scatter(const at::Tensor& t, ReduceOp op = ReduceOp::kSum) = 0;
+  virtual void broadcast(at::Tensor& t, int root) = 0;
+  virtual void send(const at::Tensor& t, int peer) = 0;
+  virtual void recv(at::Tensor& t, int peer) = 0;  // into t (shape and dtype known to the receiver)
+  // Send to one peer and receive from another in one step (no deadlock when both sides send first).
+  virtual void send_recv(const at::Tensor& send_t, int send_peer, at::Tensor& recv_t, int recv_peer) = 0;
+  virtual void barrier() = 0;
+
+  // Collectives issued so far on this group (all kinds). Lets tests check that two arms issue the same
+  // numerics-path collectives.
+  virtual int64_t calls() const = 0;
+};
+
+using CommPtr = std::shared_ptr<Comm>;
+
+// The groups one rank belongs to (Megatron's ProcessGroupCollection): passed explicitly, never global.
+struct ProcessGroups {
+  CommPtr world, tp, dp, pp, mp;
+};
+
+}  // namespace loopgate

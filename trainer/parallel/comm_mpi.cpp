@@ -1,0 +1,219 @@
+// MpiComm: Comm over MPI for CPU tensors. Float sums in kFixed/kPermuted order are done as gather + local
+// adds in a chosen order, so their bits do not depend on Open MPI's algorithm selection.
+#include "trainer/parallel/comm_mpi.h"
+
+#include <ATen/ATen.h>
+
+#include <numeric>
+#include <random>
+
+#include "trainer/common/error.h"
+
+namespace loopgate {
+namespace {
+
+MPI_Datatype mpi_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kInt: return MPI_INT32_T;
+    case at::kLong: return MPI_INT64_T;
+    case at::kByte: return MPI_UINT8_T;
+    case at::kChar: return MPI_INT8_T;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+// For pure data movement any dtype travels as bytes.
+int byte_count(const at::Tensor& t) {
+  int64_t n = t.numel() * static_cast<int64_t>(t.element_size());
+  LG_CHECK(n < INT32_MAX, "message of {} bytes too large for one MPI call", n);
+  return static_cast<int>(n);
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return MPI_SUM;
+    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kMin: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+class MpiComm final : public Comm {
+ public:
+  MpiComm(MPI_Comm comm, CommOptions options, bool own) : comm_(comm), options_(options), own_(own) {
+    LG_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+    LG_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+    // Map group ranks to world ranks once (for messages and tests).
+    int world_rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    world_ranks_.resize(size_);
+    LG_MPI_CHECK(MPI_Allgather(&world_rank, 1, MPI_INT, world_ranks_.data(), 1, MPI_INT, comm_));
+  }
+  ~MpiComm() override {
+    if (own_) {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Comm_free(&comm_);
+    }
+  }
+
+  const char* backend() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::vector<int>& world_ranks() const override { return world_ranks_; }
+  int64_t calls() const override { return calls_; }
+
+  void all_reduce(at::Tensor& t, ReduceOp op) override {
+    check_tensor(t, "all_reduce");
+    ++calls_;
+    if (size_ == 1) return;
+    bool ordered = op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point();
+    if (ordered) {
+      at::Tensor summed = ordered_sum(t);
+      t.copy_(summed);
+      return;
+    }
+    at::Tensor work = reducible(t);
+    LG_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, work.data_ptr(), static_cast<int>(work.numel()), mpi_type(work),
+                               mpi_op(op), comm_));
+    if (!work.is_same(t)) t.copy_(work);
+  }
+
+  at::Tensor all_gather(const at::Tensor& t) override {
+    check_tensor(t, "all_gather");
+    ++calls_;
+    return gather_raw(t);
+  }
+
+  at::Tensor reduce_scatter(const at::Tensor& t, ReduceOp op) override {
+    check_tensor(t, "reduce_scatter");
+    LG_CHECK(t.dim() >= 1 && t.size(0) % size_ == 0, "reduce_scatter: dim 0 ({}) not divisible by group size {}",
+             t.dim() ? t.size(0) : 0, size_);
+    ++calls_;
+    if (size_ == 1) return t.clone();
+    int64_t chunk = t.size(0) / size_;
+    bool ordered = op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point();
+    if (ordered) return ordered_sum(t).narrow(0, rank_ * chunk, chunk).clone();
+    at::Tensor work = reducible(t);
+    std::vector<int64_t> shape = work.sizes().vec();
+    shape[0] = chunk;
+    at::Tensor out = at::empty(shape, work.options());
+    LG_MPI_CHECK(MPI_Reduce_scatter_block(work.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()),
+                                          mpi_type(work), mpi_op(op), comm_));
+    return out.to(t.scalar_type());
+  }
+
+  void broadcast(at::Tensor& t, int root) override {
+    check_tensor(t, "broadcast");
+    ++calls_;
+    if (size_ == 1) return;
+    LG_MPI_CHECK(MPI_Bcast(t.data_ptr(), byte_count(t), MPI_BYTE, root, comm_));
+  }
+
+  void send(const at::Tensor& t, int peer) override {
+    check_tensor(t, "send");
+    ++calls_;
+    LG_MPI_CHECK(MPI_Send(t.data_ptr(), byte_count(t), MPI_BYTE, peer, kTag, comm_));
+  }
+
+  void recv(at::Tensor& t, int peer) override {
+    check_tensor(t, "recv");
+    ++calls_;
+    LG_MPI_CHECK(MPI_Recv(t.data_ptr(), byte_count(t), MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE));
+  }
+
+  void send_recv(const at::Tensor& s, int send_peer, at::Tensor& r, int recv_peer) override {
+    check_tensor(s, "send_recv");
+    check_tensor(r, "send_recv");
+    ++calls_;
+    LG_MPI_CHECK(MPI_Sendrecv(s.data_ptr(), byte_count(s), MPI_BYTE, send_peer, kTag, r.data_ptr(), byte_count(r),
+                              MPI_BYTE, recv_peer, kTag, comm_, MPI_STATUS_IGNORE));
+  }
+
+  void barrier() override {
+    ++calls_;
+    LG_MPI_CHECK(MPI_Barrier(comm_));
+  }
+
+ private:
+  static constexpr int kTag = 7;
+
+  void check_tensor(const at::Tensor& t, const char* op) const {
+    LG_CHECK(t.defined(), "MpiComm::{}: undefined tensor", op);
+    LG_CHECK(t.device().is_cpu(), "MpiComm::{}: tensor on {} (the mpi backend takes CPU tensors)", op,
+             t.device().str());
+    LG_CHECK(t.is_contiguous(), "MpiComm::{}: tensor not contiguous", op);
+  }
+
+  // Bool has no MPI reduction: reduce it as uint8 (SUM then means count, MAX = any, MIN = all).
+  static at::Tensor reducible(const at::Tensor& t) {
+    if (t.scalar_type() == at::kBool) return t.to(at::kByte);
+    LG_CHECK(mpi_type(t) != MPI_DATATYPE_NULL, "MpiComm: no MPI reduction for dtype {}",
+             std::string(c10::toString(t.scalar_type())));
+    return t;
+  }
+
+  at::Tensor gather_raw(const at::Tensor& t) {
+    std::vector<int64_t> shape = t.dim() == 0 ? std::vector<int64_t>{1} : t.sizes().vec();
+    shape[0] *= size_;
+    at::Tensor out = at::empty(shape, t.options());
+    LG_MPI_CHECK(MPI_Allgather(t.data_ptr(), byte_count(t), MPI_BYTE, out.data_ptr(), byte_count(t), MPI_BYTE, comm_));
+    return out;
+  }
+
+  // Sum of every rank's t, added one rank at a time in a fixed or per-call permuted order.
+  at::Tensor ordered_sum(const at::Tensor& t) {
+    at::Tensor parts = gather_raw(t.contiguous()).view({size_, t.numel()});
+    std::vector<int> order(size_);
+    std::iota(order.begin(), order.end(), 0);
+    if (options_.order == ReduceOrder::kPermuted) {
+      std::mt19937_64 rng(options_.permute_seed * 1000003ULL + static_cast<uint64_t>(calls_));
+      std::shuffle(order.begin(), order.end(), rng);
+    }
+    at::Tensor acc = parts[order[0]].clone();
+    for (int i = 1; i < size_; ++i) acc.add_(parts[order[i]]);
+    return acc.view(t.sizes());
+  }
+
+  MPI_Comm comm_;
+  CommOptions options_;
+  bool own_;
+  int rank_ = 0, size_ = 1;
+  int64_t calls_ = 0;
+  std::vector<int> world_ranks_;
+};
+
+// Splits `base` so that ranks with the same color land together; key keeps world order.
+CommPtr split(MPI_Comm base, int color, int key, const CommOptions& options) {
+  MPI_Comm out;
+  LG_MPI_CHECK(MPI_Comm_split(base, color, key, &out));
+  return make_mpi_comm(out, options, /*own=*/true);
+}
+
+}  // namespace
+
+CommPtr make_mpi_comm(MPI_Comm comm, const CommOptions& options, bool own) {
+  return std::make_shared<MpiComm>(comm, options, own);
+}
+
+ProcessGroups make_mpi_groups(const Layout& layout, MPI_Comm base, const CommOptions& options) {
+  int rank = 0, size = 0;
+  LG_MPI_CHECK(MPI_Comm_rank(base, &rank));
+  LG_MPI_CHECK(MPI_Comm_size(base, &size));
+  LG_CHECK(size == layout.world(), "layout world {} != communicator size {}", layout.world(), size);
+  Coord c = layout.coord(rank);
+  ProcessGroups g;
+  MPI_Comm world_dup;
+  LG_MPI_CHECK(MPI_Comm_dup(base, &world_dup));  // our own context: no clash with the harness's collectives
+  g.world = make_mpi_comm(world_dup, options, /*own=*/true);
+  // Colors name the group by the coordinates its members share.
+  g.tp = split(base, c.dp + layout.dp() * c.pp, rank, options);
+  g.dp = split(base, c.tp + layout.tp() * c.pp, rank, options);
+  g.pp = split(base, c.tp + layout.tp() * c.dp, rank, options);
+  g.mp = split(base, c.dp, rank, options);
+  return g;
+}
+
+}  // namespace loopgate
