@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The README's test command: installs dependencies, configures and builds with the `cpu` preset, and runs every
+# CPU test (unit, multi-rank at np 2/4/8/64, harness self-tests, gate suites on every CPU fixture).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ci/deps-cpu.sh
+export CCACHE_SLOPPINESS=pch_defines,time_macros
+start=$(date +%s)
+cmake --preset cpu
+cmake --build --preset cpu
+built=$(date +%s)
+ctest --preset cpu "$@"
+echo "test-cpu: build $((built - start)) s, tests $(( $(date +%s) - built )) s"
