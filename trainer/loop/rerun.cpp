@@ -1,0 +1,141 @@
+// The rerun state machine: modes, banking (eager and deferred), the vote tensor and the decision.
+#include "trainer/loop/rerun.h"
+
+#include <ATen/ATen.h>
+
+#include "trainer/common/error.h"
+
+namespace loopgate {
+
+// ---- names ----
+
+RerunMode parse_rerun_mode(const std::string& name) {
+  if (name == "disabled") return RerunMode::kDisabled;
+  if (name == "validate_results") return RerunMode::kValidateResults;
+  if (name == "report_stats" || name == "report_determinism_stats") return RerunMode::kReportStats;
+  LG_INPUT_CHECK(false, "unknown rerun mode '{}' (known: disabled, validate_results, report_stats)", name);
+  return RerunMode::kDisabled;
+}
+
+const char* rerun_mode_name(RerunMode mode) {
+  switch (mode) {
+    case RerunMode::kDisabled: return "disabled";
+    case RerunMode::kValidateResults: return "validate_results";
+    case RerunMode::kReportStats: return "report_stats";
+  }
+  return "unknown";
+}
+
+FaultOutcome parse_fault_outcome(const std::string& name) {
+  if (name == "abort") return FaultOutcome::kAbort;
+  if (name == "skip") return FaultOutcome::kSkipStep;
+  LG_INPUT_CHECK(false, "unknown fault outcome '{}' (known: abort, skip)", name);
+  return FaultOutcome::kAbort;
+}
+
+const char* fault_outcome_name(FaultOutcome outcome) { return outcome == FaultOutcome::kAbort ? "abort" : "skip"; }
+
+const char* action_name(Decision::Action action) {
+  switch (action) {
+    case Decision::Action::kProceed: return "proceed";
+    case Decision::Action::kSkipStep: return "skip_step";
+    case Decision::Action::kAbort: return "abort";
+  }
+  return "unknown";
+}
+
+// ---- the machine ----
+
+RerunStateMachine::RerunStateMachine(RerunConfig config, const at::TensorOptions& flag_options)
+    : config_(config), flag_options_(flag_options.dtype(at::kInt)) {
+  flag_ = at::zeros({1}, flag_options_);
+}
+
+void RerunStateMachine::begin_iteration(int64_t iteration) {
+  std::lock_guard<std::mutex> lock(mu_);
+  iteration_ = iteration;
+  host_flag_ = false;
+  first_rejection_.clear();
+  flag_ = at::zeros({1}, flag_options_);  // zeros: no host-to-device copy (seed commit 3)
+}
+
+bool RerunStateMachine::should_validate() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!config_.check_for_nan_in_loss_and_grad) return false;
+  switch (config_.mode) {
+    case RerunMode::kDisabled: return true;  // backward-compatible check: every call evaluates
+    case RerunMode::kReportStats: return false;
+    case RerunMode::kValidateResults: return first_iteration_complete_ && !host_flag_;
+  }
+  return false;
+}
+
+void RerunStateMachine::bank_host(bool bad, const std::string& what) {
+  const bool validate = should_validate();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!validate) {
+    ++unvalidated_count_;
+    return;
+  }
+  ++validated_count_;
+  if (!bad) return;
+  if (!host_flag_) first_rejection_ = what;
+  host_flag_ = true;
+  flag_.fill_(1);  // fill_: the value rides in the kernel arguments, no copy
+}
+
+void RerunStateMachine::bank_device(const at::Tensor& bad) {
+  // The deferred form has no host verdict, so it never short-circuits on a banked rejection.
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool validate = config_.check_for_nan_in_loss_and_grad &&
+                        (config_.mode == RerunMode::kDisabled ||
+                         (config_.mode == RerunMode::kValidateResults && first_iteration_complete_));
+  if (!validate) {
+    ++unvalidated_count_;
+    return;
+  }
+  ++validated_count_;
+  at::NoGradGuard no_grad;
+  flag_.bitwise_or_(bad.detach().ne(0).any().to(at::kInt).to(flag_.device()));
+}
+
+at::Tensor RerunStateMachine::nonfinite(const at::Tensor& x) {
+  at::NoGradGuard no_grad;
+  return at::logical_not(at::isfinite(x.detach())).any();
+}
+
+at::Tensor RerunStateMachine::decision_tensor() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return flag_.clone();  // the caller all-reduces in place; the banked flag stays this rank's own
+}
+
+Decision RerunStateMachine::decide(double reduced_value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Decision d;
+  d.iteration = iteration_;
+  d.ranks_reporting = static_cast<int64_t>(reduced_value);
+  if (needs_vote()) ++votes_;
+  const bool bad = reduced_value > 0;  // Megatron _reduce_any: t.item() > 0
+  if (!bad || config_.mode == RerunMode::kReportStats) return d;
+  ++nan_iterations_;
+  if (config_.mode == RerunMode::kDisabled) {
+    d.action = Decision::Action::kAbort;  // Megatron raises RuntimeError on the rank that saw it
+    d.exit_code = kExitCodeUncaughtError;
+    return d;
+  }
+  if (config_.on_fault == FaultOutcome::kSkipStep) {
+    d.action = Decision::Action::kSkipStep;
+    ++skipped_steps_;
+  } else {
+    d.action = Decision::Action::kAbort;
+    d.exit_code = config_.abort_exit_code;
+  }
+  return d;
+}
+
+void RerunStateMachine::end_iteration() {
+  std::lock_guard<std::mutex> lock(mu_);
+  first_iteration_complete_ = true;
+}
+
+}  // namespace loopgate
