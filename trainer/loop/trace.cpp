@@ -1,0 +1,278 @@
+// Trace: exact-double encoding, comparison, JSON I/O.
+#include "trainer/loop/trace.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "trainer/common/error.h"
+
+namespace loopgate {
+
+// ---- exact doubles ----
+
+uint64_t double_bits(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+bool same_bits(double a, double b) { return double_bits(a) == double_bits(b); }
+
+std::string hex(double v) {
+  char buf[64];
+  if (std::isnan(v)) {
+    std::snprintf(buf, sizeof buf, "nan(0x%016" PRIx64 ")", double_bits(v));
+  } else {
+    std::snprintf(buf, sizeof buf, "%a", v);
+  }
+  return buf;
+}
+
+double from_hex(const std::string& s) {
+  if (s.rfind("nan(0x", 0) == 0 && s.size() == 6 + 16 + 1 && s.back() == ')') {
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long bits = std::strtoull(s.c_str() + 6, &end, 16);
+    LG_INPUT_CHECK(errno == 0 && end == s.c_str() + s.size() - 1, "not an exact double: '{}'", s);
+    double v;
+    const uint64_t b = bits;
+    std::memcpy(&v, &b, sizeof v);
+    LG_INPUT_CHECK(std::isnan(v), "not an exact double: '{}' (nan(...) bits are not a NaN)", s);
+    return v;
+  }
+  LG_INPUT_CHECK(!s.empty() && s.find_first_of(" \t\n") == std::string::npos, "not an exact double: '{}'", s);
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);  // ERANGE on denormals is not an error here
+  LG_INPUT_CHECK(end == s.c_str() + s.size(), "not an exact double: '{}'", s);
+  return v;
+}
+
+namespace {
+
+nlohmann::json exact(double v) {
+  char dec[40];
+  std::snprintf(dec, sizeof dec, "%.17g", v);
+  return {{"hex", hex(v)}, {"dec", dec}};
+}
+
+template <class T>
+T field(const nlohmann::json& j, const char* key) {
+  LG_INPUT_CHECK(j.is_object() && j.contains(key), "trace JSON: field '{}' is missing", key);
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    LG_INPUT_CHECK(false, "trace JSON: field '{}': {}", key, e.what());
+  }
+  return T{};
+}
+
+double exact_field(const nlohmann::json& j, const char* key) {
+  LG_INPUT_CHECK(j.is_object() && j.contains(key), "trace JSON: field '{}' is missing", key);
+  const auto& v = j.at(key);
+  LG_INPUT_CHECK(v.is_object() && v.contains("hex") && v.at("hex").is_string(),
+                 "trace JSON: field '{}' has no hex string", key);
+  return from_hex(v.at("hex").get<std::string>());
+}
+
+}  // namespace
+
+// ---- the record ----
+
+const char* verdict_phase_name(VerdictPhase phase) {
+  return phase == VerdictPhase::kBeforeStep ? "before_step" : "after_step";
+}
+
+const IterationRecord* Trace::find(int64_t iteration, int rank) const {
+  for (const auto& r : records)
+    if (r.iteration == iteration && r.rank == rank) return &r;
+  return nullptr;
+}
+
+std::vector<int64_t> Trace::iterations() const {
+  std::vector<int64_t> out;
+  for (const auto& r : records) out.push_back(r.iteration);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool records_equal(const IterationRecord& a, const IterationRecord& b, std::string* why) {
+  auto fail = [&](const std::string& m) {
+    if (why) *why = fmt::format("iteration {} rank {}: {}", a.iteration, a.rank, m);
+    return false;
+  };
+  if (a.iteration != b.iteration || a.rank != b.rank)
+    return fail(fmt::format("key differs: ({}, {}) vs ({}, {})", a.iteration, a.rank, b.iteration, b.rank));
+  const std::pair<const char*, std::pair<double, double>> doubles[] = {
+      {"lm_loss", {a.lm_loss, b.lm_loss}},           {"params_norm", {a.params_norm, b.params_norm}},
+      {"grad_norm", {a.grad_norm, b.grad_norm}},     {"num_zeros", {a.num_zeros, b.num_zeros}},
+      {"learning_rate", {a.learning_rate, b.learning_rate}}, {"loss_scale", {a.loss_scale, b.loss_scale}}};
+  for (const auto& [name, v] : doubles)
+    if (!same_bits(v.first, v.second)) return fail(fmt::format("{}: {} vs {}", name, hex(v.first), hex(v.second)));
+  if (a.skipped != b.skipped) return fail("skipped differs");
+  if (a.nan != b.nan) return fail("nan differs");
+  if (a.consumed_samples != b.consumed_samples) return fail("consumed_samples differs");
+  if (a.timer_intervals.size() != b.timer_intervals.size()) return fail("timer interval count differs");
+  for (size_t i = 0; i < a.timer_intervals.size(); ++i) {
+    const auto &x = a.timer_intervals[i], &y = b.timer_intervals[i];
+    if (x.name != y.name || x.seq != y.seq || !same_bits(x.seconds, y.seconds))
+      return fail(fmt::format("timer interval {}: {}#{}={} vs {}#{}={}", i, x.name, x.seq, hex(x.seconds), y.name,
+                              y.seq, hex(y.seconds)));
+  }
+  if (a.reads_per_site != b.reads_per_site) return fail("reads_per_site differs");
+  if (a.fault_verdicts != b.fault_verdicts) return fail("fault_verdicts differ");
+  if (a.param_checksum_before != b.param_checksum_before) return fail("param_checksum_before differs");
+  if (a.param_checksum_after != b.param_checksum_after) return fail("param_checksum_after differs");
+  if (a.exit_decision != b.exit_decision) return fail("exit_decision differs");
+  return true;
+}
+
+bool traces_equal(const Trace& a, const Trace& b, std::string* why) {
+  auto fail = [&](const std::string& m) {
+    if (why) *why = m;
+    return false;
+  };
+  if (a.arm != b.arm || a.fixture != b.fixture || a.world != b.world) return fail("header (arm, fixture, world) differs");
+  if (a.environment != b.environment) return fail("environment differs");
+  if (a.records.size() != b.records.size())
+    return fail(fmt::format("record count {} vs {}", a.records.size(), b.records.size()));
+  for (size_t i = 0; i < a.records.size(); ++i)
+    if (!records_equal(a.records[i], b.records[i], why)) return false;
+  return true;
+}
+
+// ---- JSON ----
+
+nlohmann::json to_json(const IterationRecord& r) {
+  nlohmann::json j;
+  j["iteration"] = r.iteration;
+  j["rank"] = r.rank;
+  j["lm_loss"] = exact(r.lm_loss);
+  j["params_norm"] = exact(r.params_norm);
+  j["grad_norm"] = exact(r.grad_norm);
+  j["num_zeros"] = exact(r.num_zeros);
+  j["learning_rate"] = exact(r.learning_rate);
+  j["loss_scale"] = exact(r.loss_scale);
+  j["skipped"] = r.skipped;
+  j["nan"] = r.nan;
+  j["consumed_samples"] = r.consumed_samples;
+  j["timer_intervals"] = nlohmann::json::array();
+  for (const auto& iv : r.timer_intervals)
+    j["timer_intervals"].push_back({{"name", iv.name}, {"seq", iv.seq}, {"seconds", exact(iv.seconds)}});
+  j["reads_per_site"] = r.reads_per_site;
+  j["fault_verdicts"] = nlohmann::json::array();
+  for (const auto& v : r.fault_verdicts)
+    j["fault_verdicts"].push_back(
+        {{"iteration", v.iteration}, {"phase", verdict_phase_name(v.phase)}, {"action", v.action}});
+  // uint64 as hex strings: JSON readers in other languages lose integers above 2^53.
+  j["param_checksum_before"] = fmt::format("0x{:016x}", r.param_checksum_before);
+  j["param_checksum_after"] = fmt::format("0x{:016x}", r.param_checksum_after);
+  j["exit_decision"] = r.exit_decision;
+  return j;
+}
+
+namespace {
+uint64_t checksum_field(const nlohmann::json& j, const char* key) {
+  const std::string s = field<std::string>(j, key);
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 16);
+  LG_INPUT_CHECK(s.rfind("0x", 0) == 0 && errno == 0 && end == s.c_str() + s.size(),
+                 "trace JSON: field '{}': '{}' is not a 0x-hex checksum", key, s);
+  return v;
+}
+}  // namespace
+
+IterationRecord record_from_json(const nlohmann::json& j) {
+  IterationRecord r;
+  r.iteration = field<int64_t>(j, "iteration");
+  r.rank = field<int>(j, "rank");
+  r.lm_loss = exact_field(j, "lm_loss");
+  r.params_norm = exact_field(j, "params_norm");
+  r.grad_norm = exact_field(j, "grad_norm");
+  r.num_zeros = exact_field(j, "num_zeros");
+  r.learning_rate = exact_field(j, "learning_rate");
+  r.loss_scale = exact_field(j, "loss_scale");
+  r.skipped = field<bool>(j, "skipped");
+  r.nan = field<bool>(j, "nan");
+  r.consumed_samples = field<int64_t>(j, "consumed_samples");
+  for (const auto& iv : field<nlohmann::json>(j, "timer_intervals"))
+    r.timer_intervals.push_back({field<std::string>(iv, "name"), field<int64_t>(iv, "seq"), exact_field(iv, "seconds")});
+  r.reads_per_site = field<std::map<std::string, int64_t>>(j, "reads_per_site");
+  for (const auto& v : field<nlohmann::json>(j, "fault_verdicts")) {
+    const std::string phase = field<std::string>(v, "phase");
+    LG_INPUT_CHECK(phase == "before_step" || phase == "after_step",
+                   "trace JSON: field 'phase': '{}' is not before_step|after_step", phase);
+    r.fault_verdicts.push_back({field<int64_t>(v, "iteration"),
+                                phase == "before_step" ? VerdictPhase::kBeforeStep : VerdictPhase::kAfterStep,
+                                field<std::string>(v, "action")});
+  }
+  r.param_checksum_before = checksum_field(j, "param_checksum_before");
+  r.param_checksum_after = checksum_field(j, "param_checksum_after");
+  r.exit_decision = field<bool>(j, "exit_decision");
+  return r;
+}
+
+namespace {
+constexpr const char* kTraceFormat = "loopgate-trace/1";
+}
+
+nlohmann::json to_json(const Trace& t) {
+  nlohmann::json j;
+  j["format"] = kTraceFormat;
+  j["arm"] = t.arm;
+  j["fixture"] = t.fixture;
+  j["world"] = t.world;
+  j["environment"] = t.environment;
+  j["records"] = nlohmann::json::array();
+  for (const auto& r : t.records) j["records"].push_back(to_json(r));
+  return j;
+}
+
+Trace trace_from_json(const nlohmann::json& j) {
+  const std::string format = field<std::string>(j, "format");
+  LG_INPUT_CHECK(format == kTraceFormat, "trace JSON: format '{}' is not '{}'", format, kTraceFormat);
+  Trace t;
+  t.arm = field<std::string>(j, "arm");
+  t.fixture = field<std::string>(j, "fixture");
+  t.world = field<int>(j, "world");
+  t.environment = field<std::map<std::string, std::string>>(j, "environment");
+  for (const auto& r : field<nlohmann::json>(j, "records")) t.records.push_back(record_from_json(r));
+  return t;
+}
+
+std::string trace_to_string(const Trace& t, int indent) { return to_json(t).dump(indent); }
+
+Trace trace_from_string(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    LG_INPUT_CHECK(false, "trace JSON does not parse: {}", e.what());
+  }
+  return trace_from_json(j);
+}
+
+void write_trace(const Trace& t, const std::string& path) {
+  std::ofstream f(path);
+  LG_INPUT_CHECK(f.good(), "cannot write trace to '{}'", path);
+  f << trace_to_string(t) << "\n";
+  LG_INPUT_CHECK(f.good(), "writing trace to '{}' failed", path);
+}
+
+Trace read_trace(const std::string& path) {
+  std::ifstream f(path);
+  LG_INPUT_CHECK(f.good(), "cannot read trace from '{}'", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return trace_from_string(ss.str());
+}
+
+}  // namespace loopgate
