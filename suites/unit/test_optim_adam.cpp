@@ -1,0 +1,216 @@
+// Unit tests of Adam on fp32 main params and of optimizer_step (trainer/optim/adam.h): Adam against a
+// hand-rolled two-step AdamW update in float (Apex multi_tensor_adam, adam_w_mode), the no-weight-decay group
+// policy, the masked skip, and the Megatron step order (unscale + found_inf -> norm -> clip -> zeros -> Adam ->
+// copy to model) on a Comm of size 1.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "trainer/optim/adam.h"
+#include "trainer/optim/clip_grads.h"
+#include "trainer/parallel/comm_mpi.h"
+
+namespace loopgate {
+namespace {
+
+Param make_param(const std::string& name, at::Tensor value, bool tp_sharded = true) {
+  Param p;
+  p.name = name;
+  p.value = value;
+  p.tp_sharded = tp_sharded;
+  return p;
+}
+
+at::Tensor vec(std::vector<float> v) { return at::tensor(v, at::kFloat); }
+
+// One element of Apex's ADAM_MODE_1 update, written out in float (t = step after increment).
+struct HandAdam {
+  float p, m = 0.0f, v = 0.0f;
+  void step(float g, int t, float lr, float decay) {
+    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    const float bc1 = static_cast<float>(1 - std::pow(static_cast<double>(b1), t));
+    const float bc2 = static_cast<float>(1 - std::pow(static_cast<double>(b2), t));
+    m = b1 * m + (1 - b1) * g;
+    v = b2 * v + (1 - b2) * g * g;
+    const float denom = std::sqrt(v / bc2) + eps;
+    const float update = (m / bc1) / denom + decay * p;
+    p = p - lr * update;
+  }
+};
+
+TEST(OptimAdam, NoWeightDecayForBiasesAndNorms) {
+  EXPECT_TRUE(no_weight_decay_cond("layers.0.mlp.fc1.bias", at::zeros({4, 2})));
+  EXPECT_TRUE(no_weight_decay_cond("layers.0.input_layernorm.weight", at::zeros({4})));  // 1-D
+  EXPECT_FALSE(no_weight_decay_cond("layers.0.mlp.fc1.weight", at::zeros({4, 2})));
+  EXPECT_FALSE(no_weight_decay_cond("embedding.word_embeddings.weight", at::zeros({8, 4})));
+  const Params params = {make_param("fc.weight", at::zeros({2, 2})), make_param("fc.bias", at::zeros({2})),
+                         make_param("ln.weight", at::zeros({2}))};
+  Adam adam(params);
+  EXPECT_EQ(adam.wd_mult(0), 1.0);
+  EXPECT_EQ(adam.wd_mult(1), 0.0);
+  EXPECT_EQ(adam.wd_mult(2), 0.0);
+}
+
+TEST(OptimAdam, TwoStepsMatchHandRolledAdamW) {
+  const Params params = {make_param("fc.weight", vec({1.0f, -2.0f}).reshape({1, 2})),
+                         make_param("fc.bias", vec({0.5f}))};
+  Adam adam(params);
+  const double lr = 0.01, wd = 0.1;
+  HandAdam w0{1.0f}, w1{-2.0f}, b{0.5f};
+  const std::vector<std::vector<float>> grads_w = {{0.1f, -0.2f}, {-0.4f, 0.05f}};
+  const std::vector<float> grads_b = {0.3f, 0.1f};
+  for (int t = 1; t <= 2; ++t) {
+    adam.step({vec(grads_w[t - 1]).reshape({1, 2}), vec({grads_b[t - 1]})}, lr, wd);
+    w0.step(grads_w[t - 1][0], t, 0.01f, 0.1f);
+    w1.step(grads_w[t - 1][1], t, 0.01f, 0.1f);
+    b.step(grads_b[t - 1], t, 0.01f, 0.0f);  // bias: wd_mult 0
+    EXPECT_FLOAT_EQ(adam.main_params()[0][0][0].item<float>(), w0.p) << "step " << t;
+    EXPECT_FLOAT_EQ(adam.main_params()[0][0][1].item<float>(), w1.p) << "step " << t;
+    EXPECT_FLOAT_EQ(adam.main_params()[1][0].item<float>(), b.p) << "step " << t;
+    EXPECT_FLOAT_EQ(adam.exp_avg()[0][0][0].item<float>(), w0.m) << "step " << t;
+    EXPECT_FLOAT_EQ(adam.exp_avg_sq()[1][0].item<float>(), b.v) << "step " << t;
+    EXPECT_EQ(adam.step_count().item<int64_t>(), t);
+  }
+  // Step 1 by hand: bias correction makes m^ = g and v^ = g^2, so the update is sign(g) (+ decay * p):
+  // w0 = 1 - 0.01 * (1 + 0.1 * 1) = 0.989; b = 0.5 - 0.01 * 1 = 0.49.
+  Adam fresh(params);
+  fresh.step({vec({0.1f, -0.2f}).reshape({1, 2}), vec({0.3f})}, lr, wd);
+  EXPECT_NEAR(fresh.main_params()[0][0][0].item<float>(), 0.989f, 1e-6);
+  EXPECT_NEAR(fresh.main_params()[0][0][1].item<float>(), -2.0f - 0.01f * (-1.0f + 0.1f * -2.0f), 1e-6);  // -1.988
+  EXPECT_NEAR(fresh.main_params()[1][0].item<float>(), 0.49f, 1e-6);
+  // The model params were not touched (copy_main_to_model is separate).
+  EXPECT_EQ(params[0].value[0][0].item<float>(), 1.0f);
+}
+
+TEST(OptimAdam, MaskedSkipKeepsEverything) {
+  const Params params = {make_param("fc.weight", vec({1.0f, 2.0f}).reshape({2, 1}))};
+  Adam masked(params), plain(params);
+  const std::vector<at::Tensor> g = {vec({0.5f, -0.5f}).reshape({2, 1})};
+  masked.step(g, 0.1, 0.01, at::ones({1}, at::kBool));  // skipped
+  EXPECT_EQ(masked.step_count().item<int64_t>(), 0);
+  EXPECT_TRUE(at::equal(masked.main_params()[0], params[0].value));
+  EXPECT_EQ(masked.exp_avg()[0].abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(masked.exp_avg_sq()[0].abs().sum().item<float>(), 0.0f);
+  masked.step(g, 0.1, 0.01, at::zeros({1}, at::kBool));  // not skipped: same as the plain step
+  plain.step(g, 0.1, 0.01);
+  EXPECT_EQ(masked.step_count().item<int64_t>(), 1);
+  EXPECT_TRUE(at::equal(masked.main_params()[0], plain.main_params()[0]));
+  EXPECT_TRUE(at::equal(masked.exp_avg_sq()[0], plain.exp_avg_sq()[0]));
+}
+
+TEST(OptimAdam, CopyMainToModelCastsToModelDtype) {
+  Params params = {make_param("fc.weight", vec({1.0f, 3.0f}).reshape({1, 2}).to(at::kBFloat16))};
+  Adam adam(params);
+  EXPECT_EQ(adam.main_params()[0].scalar_type(), at::kFloat);
+  adam.step({vec({0.25f, -1.0f}).reshape({1, 2})}, 0.125, 0.0);
+  adam.copy_main_to_model(params);
+  EXPECT_EQ(params[0].value.scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(at::equal(params[0].value, adam.main_params()[0].to(at::kBFloat16)));
+}
+
+// ---- optimizer_step ----
+
+// fc.weight grad [3, 4] (norm 5), ln.weight grad [0]: clip by 1/(5+1e-6), one zero, Adam on clipped grads.
+TEST(OptimStep, NoScalerNormClipZerosThenAdam) {
+  CommPtr self = make_mpi_comm(MPI_COMM_SELF);
+  Params params = {make_param("fc.weight", vec({1.0f, 2.0f}).reshape({1, 2})),
+                   make_param("ln.weight", vec({0.5f}), /*tp_sharded=*/false)};
+  Adam adam(params), reference(params);
+  std::vector<at::Tensor> grads = {vec({3.0f, 4.0f}).reshape({1, 2}), vec({0.0f})};
+  OptimizerStepConfig config;
+  config.log_num_zeros_in_grad = true;
+  const OptimizerStepResult r = optimizer_step(adam, nullptr, grads, params, *self, config, 0.01, 0.1);
+  EXPECT_TRUE(r.update_successful.item<bool>());
+  EXPECT_EQ(r.grad_norm.item<float>(), 5.0f);
+  EXPECT_EQ(r.num_zeros.item<int64_t>(), 1);
+  EXPECT_EQ(r.found_inf.item<float>(), 0.0f);
+  const float c = 1.0f / (5.0f + 1e-6f);
+  EXPECT_EQ(grads[0][0][1].item<float>(), 4.0f * c) << "grads are clipped in place";
+  reference.step({vec({3.0f * c, 4.0f * c}).reshape({1, 2}), vec({0.0f})}, 0.01, 0.1);
+  EXPECT_TRUE(at::equal(adam.main_params()[0], reference.main_params()[0]));
+  EXPECT_TRUE(at::equal(adam.main_params()[1], reference.main_params()[1]));
+  EXPECT_TRUE(at::equal(params[0].value, adam.main_params()[0])) << "main copied to model";
+  EXPECT_EQ(adam.step_count().item<int64_t>(), 1);
+  // Default: no zero count (Megatron returns None -> -1).
+  std::vector<at::Tensor> grads2 = {vec({0.0f, 0.0f}).reshape({1, 2}), vec({0.0f})};
+  EXPECT_EQ(optimizer_step(adam, nullptr, grads2, params, *self, {}, 0.01, 0.1).num_zeros.item<int64_t>(), -1);
+}
+
+// A replicated param on TP rank 1 is left out of the norm but still clipped and stepped.
+TEST(OptimStep, TpDuplicateLeftOutOfNorm) {
+  CommPtr self = make_mpi_comm(MPI_COMM_SELF);
+  Params params = {make_param("fc.weight", vec({0.0f, 0.0f}).reshape({1, 2})),
+                   make_param("ln.weight", vec({0.0f}), /*tp_sharded=*/false)};
+  Adam adam(params, {}, /*tp_rank=*/1);
+  std::vector<at::Tensor> grads = {vec({3.0f, 4.0f}).reshape({1, 2}), vec({12.0f})};
+  OptimizerStepConfig config;
+  config.clip_grad = 100.0;
+  const OptimizerStepResult r = optimizer_step(adam, nullptr, grads, params, *self, config, 0.01, 0.0);
+  EXPECT_EQ(r.grad_norm.item<float>(), 5.0f) << "not 13: ln.weight counts on TP rank 0 only";
+  EXPECT_NE(adam.main_params()[1].item<float>(), 0.0f);
+}
+
+// fp16-style: grads scaled by the loss scale; an inf skips the step (masked) and backs the scale off; the next
+// clean step unscales and updates exactly as Adam on the unscaled, clipped grads.
+TEST(OptimStep, DynamicScalerSkipsOnInfThenSteps) {
+  CommPtr self = make_mpi_comm(MPI_COMM_SELF);
+  Params params = {make_param("fc.weight", vec({1.0f, 2.0f}).reshape({1, 2}))};
+  Adam adam(params), reference(params);
+  DynamicGradScalerConfig sc;
+  sc.initial_scale = 8.0;
+  sc.hysteresis = 1;
+  DynamicGradScaler scaler(sc, at::kCPU);
+  OptimizerStepConfig config;
+  config.log_num_zeros_in_grad = true;
+
+  std::vector<at::Tensor> bad = {vec({std::numeric_limits<float>::infinity(), 1.0f}).reshape({1, 2})};
+  const OptimizerStepResult skipped = optimizer_step(adam, &scaler, bad, params, *self, config, 0.01, 0.1);
+  EXPECT_FALSE(skipped.update_successful.item<bool>());
+  EXPECT_EQ(skipped.found_inf.item<float>(), 1.0f);
+  EXPECT_EQ(skipped.grad_norm.item<float>(), -1.0f) << "Megatron returns None on a skipped step";
+  EXPECT_EQ(skipped.num_zeros.item<int64_t>(), -1);
+  EXPECT_EQ(scaler.scale().item<float>(), 4.0f) << "hysteresis 1: back off at once";
+  EXPECT_EQ(adam.step_count().item<int64_t>(), 0);
+  EXPECT_TRUE(at::equal(adam.main_params()[0], vec({1.0f, 2.0f}).reshape({1, 2})));
+  EXPECT_TRUE(at::equal(params[0].value, vec({1.0f, 2.0f}).reshape({1, 2})));
+  EXPECT_EQ(adam.exp_avg()[0].abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(bad[0][0][1].item<float>(), 1.0f / 8.0f) << "unscaled but not clipped, as in Megatron";
+
+  // Clean step at scale 4: grads 4 * [0.3, 0.4] -> unscaled [0.3, 0.4], norm 0.5 < clip 1 (coefficient 1).
+  std::vector<at::Tensor> good = {vec({1.2f, 1.6f}).reshape({1, 2})};
+  const OptimizerStepResult ok = optimizer_step(adam, &scaler, good, params, *self, config, 0.01, 0.1);
+  EXPECT_TRUE(ok.update_successful.item<bool>());
+  const at::Tensor unscaled = vec({1.2f, 1.6f}).reshape({1, 2}) * 0.25f;
+  EXPECT_EQ(ok.grad_norm.item<float>(), at::norm(unscaled).item<float>());
+  EXPECT_NEAR(ok.grad_norm.item<float>(), 0.5f, 1e-7);
+  EXPECT_EQ(ok.num_zeros.item<int64_t>(), 0);
+  EXPECT_EQ(adam.step_count().item<int64_t>(), 1);
+  reference.step({unscaled}, 0.01, 0.1);
+  EXPECT_TRUE(at::equal(adam.main_params()[0], reference.main_params()[0]));
+  EXPECT_EQ(scaler.growth_tracker().item<int64_t>(), 1);
+}
+
+TEST(OptimStep, ConstantScalerUnscalesAndSkipsOnNan) {
+  CommPtr self = make_mpi_comm(MPI_COMM_SELF);
+  Params params = {make_param("fc.weight", vec({1.0f}).reshape({1, 1}))};
+  Adam adam(params);
+  ConstantGradScaler scaler(4.0, at::kCPU);
+  std::vector<at::Tensor> nan = {vec({std::numeric_limits<float>::quiet_NaN()}).reshape({1, 1})};
+  EXPECT_FALSE(optimizer_step(adam, &scaler, nan, params, *self, {}, 0.01, 0.0).update_successful.item<bool>());
+  EXPECT_EQ(adam.step_count().item<int64_t>(), 0) << "Megatron skips with any grad scaler, constant too";
+  EXPECT_EQ(scaler.scale().item<float>(), 4.0f);
+  std::vector<at::Tensor> g = {vec({2.0f}).reshape({1, 1})};
+  const OptimizerStepResult r = optimizer_step(adam, &scaler, g, params, *self, {}, 0.01, 0.0);
+  EXPECT_TRUE(r.update_successful.item<bool>());
+  EXPECT_EQ(r.grad_norm.item<float>(), 0.5f);  // 2 / 4
+  EXPECT_EQ(get_loss_scale(&scaler, at::kCPU).item<float>(), 4.0f);
+  EXPECT_EQ(get_loss_scale(nullptr, at::kCPU).item<float>(), 1.0f);
+}
+
+}  // namespace
+}  // namespace loopgate

@@ -1,0 +1,108 @@
+// Adam on fp32 main params (Apex/TE FusedAdam, adam_w_mode: decoupled weight decay, bias correction on) and
+// the mixed-precision step around it (Megatron megatron/core/optimizer/optimizer.py MixedPrecisionOptimizer.step,
+// as reached through ChainedOptimizer.step). Nothing here reads a value on the host: a found_inf step is skipped
+// by MASKING — every piece of optimizer state keeps its old value through at::where(found_inf, old, new), and the
+// step counter lives on the device and does not advance — instead of Megatron's `if found_inf.item(): return`.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/model/param.h"
+#include "trainer/optim/grad_scaler.h"
+#include "trainer/parallel/comm.h"
+
+namespace loopgate {
+
+// ---- Adam ----
+
+struct AdamConfig {  // Megatron defaults: arguments.py --adam-beta1/--adam-beta2/--adam-eps
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  bool bias_correction = true;  // FusedAdam default
+};
+
+// Megatron's default param-group policy (optimizer/__init__.py _get_param_groups): "Do not regularize biases and
+// norm parameters" — name ends with ".bias" or the tensor is 1-D. Such params get wd_mult 0, the rest 1.
+bool no_weight_decay_cond(const std::string& name, const at::Tensor& value);
+
+class Adam {
+ public:
+  // Copies every param's value to an fp32 main param (Megatron Float16OptimizerWithFloat16Params keeps these
+  // masters; the model params may be bf16). tp_rank / is_first_pp_stage decide which grads count in the norm
+  // (Megatron _filter_grads_for_norm).
+  Adam(const Params& params, const AdamConfig& config = {}, int tp_rank = 0, bool is_first_pp_stage = true);
+
+  // One AdamW update of every main param with its main grad (fp32, same order as the params):
+  //   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;  m^ = m/(1-b1^t);  v^ = v/(1-b2^t)
+  //   p = p - lr * (m^ / (sqrt(v^) + eps) + wd*wd_mult*p)
+  // (Apex multi_tensor_adam ADAM_MODE_1, constants in float as the kernel has them). wd is the scheduler's
+  // get_wd(); each param's group wd_mult (0 or 1) is applied here, as Megatron's scheduler step does.
+  void step(const std::vector<at::Tensor>& main_grads, double lr, double wd);
+  // Masked form: where `skip` (bool [1] device) is true, params, exp_avg, exp_avg_sq and the step count keep
+  // their old values.
+  void step(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor& skip);
+
+  // Megatron: _copy_main_params_to_model_params (fp32 main -> model dtype). Kept separate from step().
+  void copy_main_to_model(Params& params) const;
+
+  size_t size() const { return main_params_.size(); }
+  const std::vector<at::Tensor>& main_params() const { return main_params_; }
+  const std::vector<at::Tensor>& exp_avg() const { return exp_avg_; }
+  const std::vector<at::Tensor>& exp_avg_sq() const { return exp_avg_sq_; }
+  const at::Tensor& step_count() const { return step_; }  // int64 [1] device
+  double wd_mult(size_t i) const { return wd_mult_[i]; }
+  bool counts_in_norm(size_t i) const { return counts_in_norm_[i]; }
+  const AdamConfig& config() const { return config_; }
+
+ private:
+  void step_impl(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor* skip);
+
+  AdamConfig config_;
+  std::vector<std::string> names_;
+  std::vector<at::Tensor> main_params_, exp_avg_, exp_avg_sq_;
+  std::vector<double> wd_mult_;
+  std::vector<bool> counts_in_norm_;
+  at::Tensor step_;
+};
+
+// ---- the mixed-precision step ----
+
+struct OptimizerStepConfig {
+  double clip_grad = 1.0;              // --clip-grad; 0 disables clipping (the norm is still computed)
+  bool log_num_zeros_in_grad = false;  // --log-num-zeros-in-grad
+};
+
+struct OptimizerStepResult {
+  at::Tensor update_successful;  // bool [1]: !found_inf
+  at::Tensor grad_norm;          // float32 [1]; -1.0 on a skipped step (Megatron returns None)
+  at::Tensor num_zeros;          // int64 [1]; -1 on a skipped step or when not counting (None)
+  at::Tensor found_inf;          // float32 [1], 1.0 if any grad in the grad-stats group was non-finite
+};
+
+// Megatron: ChainedOptimizer.step over one MixedPrecisionOptimizer, in its order:
+//   (1) prepare_grads: with a scaler, unscale the main grads by inv_scale in place and set found_inf if any is
+//       non-finite, all-reduce MAX over grad_stats_group, scaler->update(found_inf). No scaler (bf16): no check.
+//   (2) found_inf -> skip: here masked (see file comment); grads are then left unscaled but unclipped, as in
+//       Megatron.
+//   (3) grad norm (always), (4) clip when clip_grad > 0, (5) count zeros when logging,
+//   (6) Adam step, then copy main params to the model params.
+// Differences from Megatron, both by design: on a skipped step the norm / zero-count all-reduces still run
+// (their results are replaced by -1), so the collectives issued do not depend on a value the host never read;
+// and every result is a device tensor for the loop's ledger to read.
+// scaler may be null (bf16 without --loss-scale). main_grads[i] belongs to adam.main_params()[i].
+OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<at::Tensor>& main_grads,
+                                   Params& model_params, Comm& grad_stats_group, const OptimizerStepConfig& config,
+                                   double lr, double wd);
+
+// Megatron: MixedPrecisionOptimizer._unscale_main_grads_and_check_for_nan (minus the .item()): float32 [1].
+at::Tensor unscale_main_grads_and_check_for_nan(std::vector<at::Tensor>& main_grads, const at::Tensor& inv_scale,
+                                                Comm& grad_stats_group);
+
+// Megatron: get_loss_scale() — the scaler's scale, or 1.0 without one.
+at::Tensor get_loss_scale(const GradScaler* scaler, c10::Device device);
+
+}  // namespace loopgate
