@@ -1,0 +1,69 @@
+// GradBuffer: one contiguous fp32 gradient buffer per rank, split into buckets, with a grad-ready mechanism
+// that starts each bucket's data-parallel all-reduce as soon as its last param's grad of the step's last
+// microbatch has been accumulated. Megatron: core/distributed/param_and_grad_buffer.py + the backward
+// post-hook of distributed_data_parallel.py (no distributed optimizer, no overlap: the all-reduce blocks).
+//
+// Params are laid out in reverse registration order (backward produces grads roughly in that order). A
+// bucket closes once it holds >= bucket_size elements; params are never split. For fp32 params, param.grad
+// IS a view into the buffer (autograd accumulates in place); other dtypes are folded into the fp32 buffer
+// by the hook and their .grad reset, as Megatron's hook does with main_grad.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "trainer/model/param.h"
+#include "trainer/parallel/comm.h"
+
+namespace loopgate {
+
+// Gives >= 4 buckets per rank for the default model (config.h) on every fixture layout
+// (suites/unit/test_model_grad_buffer.cpp measures it).
+constexpr int64_t kDefaultBucketSize = 8192;
+
+struct GradBufferConfig {
+  int64_t bucket_size = kDefaultBucketSize;  // elements
+};
+
+class GradBuffer {
+ public:
+  // bucket: index; grads: the bucket's fp32 view in the buffer (local, pre-DP grads).
+  using BucketCallback = std::function<void(int bucket, at::Tensor& grads)>;
+
+  GradBuffer(const Params& params, CommPtr dp, GradBufferConfig config = {});
+  ~GradBuffer();
+  GradBuffer(const GradBuffer&) = delete;
+  GradBuffer& operator=(const GradBuffer&) = delete;
+
+  // Test hook: runs first when a bucket is ready (a fault injector poisons the local grads here).
+  BucketCallback before_bucket_ready;
+  // Runs when a bucket is ready, before its DP all-reduce (Megatron check_grads in start_grad_sync: the loop's
+  // per-bucket NaN check).
+  BucketCallback on_bucket_ready;
+
+  void zero();  // Megatron zero_grad_buffer: zero the grads and the per-step ready state
+  // Megatron no_sync: while disabled, hooks only accumulate; enable before the step's last backward.
+  void set_grad_sync(bool enabled);
+  bool grad_sync() const;
+  // Megatron finish_grad_sync: every bucket not yet reduced by its hook is reduced now (callbacks included),
+  // so each bucket is reduced exactly once per step; then the ready state resets.
+  void finish_grad_sync();
+
+  int num_buckets() const;
+  at::Tensor bucket(int k) const;                       // fp32 view [numel of bucket k]
+  const std::vector<int>& bucket_params(int k) const;   // param indices (registration order) in bucket k
+  at::Tensor param_grad(int i) const;                   // fp32 view shaped like param i (registration order)
+  at::Tensor data() const;                              // the whole buffer
+  int64_t numel() const;
+  int buckets_reduced_by_hook() const;                  // this step: buckets whose hook launched the reduce
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace loopgate
