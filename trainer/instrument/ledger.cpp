@@ -203,9 +203,10 @@ std::vector<HostReadViolation> scan_for_host_reads(const std::string& file, cons
   return out;
 }
 
-std::vector<HostReadViolation> scan_tree_for_host_reads(const std::vector<std::string>& dirs) {
+std::vector<HostReadViolation> scan_tree_for_host_reads(const std::vector<std::string>& dirs, int* files_scanned) {
   namespace fs = std::filesystem;
   std::vector<HostReadViolation> out;
+  if (files_scanned) *files_scanned = 0;
   for (const std::string& dir : dirs) {
     if (!fs::is_directory(dir)) {
       out.push_back({dir, 0, "<missing directory>", ""});
@@ -214,6 +215,7 @@ std::vector<HostReadViolation> scan_tree_for_host_reads(const std::vector<std::s
     for (const auto& entry : fs::recursive_directory_iterator(dir)) {
       const auto ext = entry.path().extension().string();
       if (!entry.is_regular_file() || (ext != ".cpp" && ext != ".h")) continue;
+      if (files_scanned) ++*files_scanned;
       std::ifstream f(entry.path());
       std::stringstream ss;
       ss << f.rdbuf();

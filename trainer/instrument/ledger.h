@@ -113,6 +113,7 @@ struct HostReadViolation {
 // "ledger." are exempt.
 std::vector<HostReadViolation> scan_for_host_reads(const std::string& file, const std::string& text);
 // Scans every .h/.cpp under each directory (recursively); a missing directory is itself a violation.
-std::vector<HostReadViolation> scan_tree_for_host_reads(const std::vector<std::string>& dirs);
+std::vector<HostReadViolation> scan_tree_for_host_reads(const std::vector<std::string>& dirs,
+                                                        int* files_scanned = nullptr);
 
 }  // namespace loopgate

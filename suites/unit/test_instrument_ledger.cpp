@@ -1,0 +1,192 @@
+// Unit tests for the host-read ledger: site names, counts per site per iteration, values of any dtype, the
+// watchdog's current site, checksums, and the source scan that fails on a direct device read in loop/optim.
+// Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 shifts every hand-computed expectation, so every test here fails.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+#include <set>
+
+#include "trainer/common/error.h"
+#include "trainer/instrument/ledger.h"
+
+namespace loopgate {
+namespace {
+
+int wrong() {
+  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
+  return w;
+}
+
+TEST(Ledger, SiteNamesAreStableAndParseBack) {
+  std::set<std::string> names;
+  for (Site s : all_sites()) {
+    names.insert(site_name(s));
+    EXPECT_EQ(parse_site(site_name(s)), s);
+  }
+  EXPECT_EQ(names.size(), 15u + wrong());
+  EXPECT_STREQ(site_name(Site::kRerunDecision), "rerun_decision");
+  EXPECT_STREQ(site_name(Site::kLossAccumSeed), "loss_accum_seed");
+  EXPECT_STREQ(site_name(Site::kBatchedLogRead), "batched_log_read");
+  EXPECT_STREQ(site_name(Site::kOnesyncRead), "onesync_read");
+  EXPECT_THROW(parse_site("grad-norm"), InputError);
+  EXPECT_FALSE(try_parse_site("nan_check").has_value());
+}
+
+TEST(Ledger, CountsPerSitePerIteration) {
+  Ledger ledger;
+  const at::Tensor t = at::ones({3});
+  ledger.begin_iteration(1);
+  ledger.read(Site::kGradNorm, t);
+  ledger.read(Site::kGradNorm, t);
+  ledger.device_scalar(Site::kLossAccumSeed, 0.0, at::TensorOptions().dtype(at::kFloat));
+  ledger.begin_iteration(2);
+  for (int mb = 0; mb < 3; ++mb) ledger.read(Site::kNanCheckLoss, t);
+  ledger.record_sync(Site::kTimers);
+
+  const std::map<Site, int64_t> it1 = {{Site::kGradNorm, 2 + wrong()}, {Site::kLossAccumSeed, 1}};
+  const std::map<Site, int64_t> it2 = {{Site::kNanCheckLoss, 3}, {Site::kTimers, 1}};
+  EXPECT_EQ(ledger.counts(1), it1);
+  EXPECT_EQ(ledger.counts(2), it2);
+  EXPECT_TRUE(ledger.counts(7).empty());
+  EXPECT_EQ(ledger.count(2, Site::kNanCheckLoss), 3);
+  EXPECT_EQ(ledger.count(2, Site::kGradNorm), 0);
+  EXPECT_EQ(ledger.total(), 7);
+  EXPECT_EQ(ledger.total(Site::kGradNorm), 2);
+  const std::map<std::string, int64_t> names2 = {{"nan_check_loss", 3}, {"timers", 1}};
+  EXPECT_EQ(ledger.counts_by_name(2), names2);
+
+  // Every read in order, with its iteration.
+  ASSERT_EQ(ledger.records().size(), 7u);
+  EXPECT_EQ(ledger.records()[0].iteration, 1);
+  EXPECT_EQ(ledger.records()[2].site, Site::kLossAccumSeed);
+  EXPECT_EQ(ledger.records()[2].kind, ReadRecord::Kind::kDeviceScalar);
+  EXPECT_EQ(ledger.records()[3].numel, 3);
+  EXPECT_EQ(ledger.records()[6].kind, ReadRecord::Kind::kSync);
+}
+
+TEST(Ledger, ReadReturnsValuesOfAnyDtypeAndShape) {
+  Ledger ledger;
+  at::Tensor b = at::zeros({2}, at::kBool);
+  b[0].fill_(true);
+  EXPECT_EQ(ledger.read(Site::kNanCheckGrad, b), (std::vector<double>{1.0 + wrong(), 0.0}));
+  const at::Tensor i = at::arange(6, at::kLong).reshape({2, 3}).t();  // non-contiguous [3, 2]
+  EXPECT_EQ(ledger.read(Site::kNumZeros, i), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+  const at::Tensor f = at::full({}, 0.375, at::kFloat);  // 0-dim
+  EXPECT_EQ(ledger.read(Site::kGradNorm, f), (std::vector<double>{0.375}));
+  const at::Tensor h = at::full({1}, -2.5, at::kBFloat16);
+  EXPECT_EQ(ledger.read(Site::kLossScale, h), (std::vector<double>{-2.5}));
+}
+
+TEST(Ledger, DeviceScalarBuildsTheValueAndCountsOne) {
+  Ledger ledger;
+  ledger.begin_iteration(4);
+  const at::Tensor s = ledger.device_scalar(Site::kLearningRate, 0.25, at::TensorOptions().dtype(at::kFloat));
+  EXPECT_EQ(s.scalar_type(), at::kFloat);
+  EXPECT_EQ(s.sizes().vec(), std::vector<int64_t>{1});
+  EXPECT_EQ(s.data_ptr<float>()[0], 0.25f + wrong());
+  const at::Tensor v = ledger.device_tensor(Site::kTimers, {1.5, 2.0}, at::TensorOptions().dtype(at::kDouble));
+  EXPECT_EQ(v.data_ptr<double>()[1], 2.0);
+  const at::Tensor n = ledger.device_scalar(Site::kRerunDecision, 1.0, at::TensorOptions().dtype(at::kInt));
+  EXPECT_EQ(n.scalar_type(), at::kInt);
+  EXPECT_EQ(ledger.count(4, Site::kLearningRate), 1);
+  EXPECT_EQ(ledger.total(), 3);
+}
+
+TEST(Ledger, NamesTheCurrentSiteForTheWatchdog) {
+  Ledger ledger;
+  ledger.read(Site::kExitVote, at::zeros({1}));
+  EXPECT_STREQ(current_site(), wrong() ? "timers" : "exit_vote");
+  ledger.device_scalar(Site::kLossAccumSeed, 0.0, {});
+  EXPECT_STREQ(current_site(), "loss_accum_seed");
+}
+
+TEST(Ledger, ResetForgetsEverything) {
+  Ledger ledger;
+  ledger.begin_iteration(3);
+  ledger.read(Site::kParamsNorm, at::zeros({1}));
+  ledger.reset();
+  EXPECT_EQ(ledger.total(), 0 + wrong());
+  EXPECT_TRUE(ledger.records().empty());
+  EXPECT_TRUE(ledger.counts(3).empty());
+  EXPECT_EQ(ledger.iteration(), 0);
+}
+
+TEST(Ledger, ChecksumIsStableSeesOneBitAndIsNotACountedRead) {
+  Ledger ledger;
+  const at::Tensor a = at::arange(8, at::kFloat);
+  at::Tensor b = a.clone();
+  const uint64_t ha = ledger.checksum({a});
+  EXPECT_EQ(ha, ledger.checksum({b}));
+  // Flip the lowest mantissa bit of element 3.
+  reinterpret_cast<uint32_t*>(b.data_ptr<float>())[3] ^= 1u;
+  EXPECT_NE(ha, ledger.checksum({b}));
+  EXPECT_NE(tensor_checksum({a}), tensor_checksum({a.reshape({2, 4})}));  // shape is part of it
+  EXPECT_EQ(ledger.diagnostic_reads(), 3 + wrong());
+  EXPECT_EQ(ledger.total(), 0);
+}
+
+// ---- the source scan ----
+
+std::filesystem::path repo_root() {
+  // __FILE__ is this file's absolute path (CMake passes absolute sources): <root>/suites/unit/<this>.
+  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+}
+
+TEST(LedgerSourceScan, LoopAndOptimReadOnlyThroughTheLedger) {
+  const auto root = repo_root();
+  ASSERT_TRUE(std::filesystem::exists(root / "trainer" / "common" / "error.h")) << "repo root not found from " << __FILE__;
+  int files = 0;
+  const auto violations =
+      scan_tree_for_host_reads({(root / "trainer" / "loop").string(), (root / "trainer" / "optim").string()}, &files);
+  EXPECT_GE(files, 4) << "rerun.{h,cpp} and trace.{h,cpp} at least";
+  std::string list;
+  for (const auto& v : violations) list += fmt::format("\n  {}:{}: '{}' in: {}", v.file, v.line, v.pattern, v.text);
+  EXPECT_EQ(violations.size(), 0u + wrong()) << "direct device reads outside the ledger (use ledger.read):" << list;
+}
+
+TEST(LedgerSourceScan, CatchesEveryPlantedRead) {
+  const std::vector<std::pair<std::string, std::string>> planted = {
+      {"  float v = loss.item<float>();", ".item<"},
+      {"  if (bad.item().toBool()) return;", ".item("},
+      {"  auto xs = t.tolist();", ".tolist("},
+      {"  const float* p = t.data_ptr<float>();", "data_ptr<"},
+      {"  auto seed = at::tensor({0.0}, opts);", "at::tensor("},
+      {"  auto seed = torch::tensor({0.0}, opts);", "torch::tensor("},
+      {"  auto h = t.to(at::kCPU);", ".to(at::kCPU)"},
+      {"  auto h = t.cpu();", ".cpu()"},
+  };
+  for (const auto& [line, pattern] : planted) {
+    const auto v = scan_for_host_reads("trainer/loop/train.cpp", "int a;\n" + line + "\n");
+    ASSERT_EQ(v.size(), 1u + wrong()) << line;
+    EXPECT_EQ(v[0].pattern, pattern);
+    EXPECT_EQ(v[0].line, 2);
+  }
+  // Comments call nothing; a real call after code on the same line is still caught; ledger.* is exempt.
+  EXPECT_TRUE(scan_for_host_reads("trainer/loop/a.cpp", "x = 1;  // Megatron: found_inf.item()\n").empty());
+  EXPECT_EQ(scan_for_host_reads("trainer/loop/a.cpp", "y = t.cpu(); // then .item()\n").size(), 1u);
+  EXPECT_TRUE(scan_for_host_reads("trainer/instrument/ledger.cpp", "auto v = t.item<float>();\n").empty());
+  EXPECT_FALSE(scan_for_host_reads("trainer/loop/ledger_user.cpp", "auto v = t.item<float>();\n").empty());
+  // End to end through a tree: a planted file among clean ones is found, with its path and line.
+  namespace fs = std::filesystem;
+  const fs::path tmp = fs::temp_directory_path() / fmt::format("loopgate_scan_{}", ::getpid());
+  fs::create_directories(tmp / "loop" / "sites");
+  std::ofstream(tmp / "loop" / "clean.cpp") << "at::Tensor t = at::zeros({1});\n";
+  std::ofstream(tmp / "loop" / "sites" / "planted.h") << "// header\ninline float f(const at::Tensor& t) {\n  return t.item<float>();\n}\n";
+  std::ofstream(tmp / "loop" / "notes.md") << "x.item()\n";  // not a source file
+  int files = 0;
+  const auto found = scan_tree_for_host_reads({(tmp / "loop").string()}, &files);
+  fs::remove_all(tmp);
+  EXPECT_EQ(files, 2);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(fs::path(found[0].file).filename(), "planted.h");
+  EXPECT_EQ(found[0].line, 3);
+  // A missing directory is a violation, not a silent pass.
+  EXPECT_EQ(scan_tree_for_host_reads({"/nonexistent/loopgate/trainer/loop"}).size(), 1u);
+}
+
+}  // namespace
+}  // namespace loopgate
