@@ -1,0 +1,346 @@
+// Unit tests for the timers on a FakeClock. HostTimer: Megatron's accumulate/elapsed semantics with barrier and
+// device-synchronize hooks. EventTimer (multirank-harness.md §8, seed commit 4): each interval reported exactly
+// once; in order; at most 1024 pending events; open windows drained on stop; the first report blocks once; and
+// sums over 1000 intervals equal the recorded total exactly (binary-fraction intervals). Timers: log strings
+// in Megatron's format, min/max over ranks through one all-gather; log levels.
+// Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 shifts every hand-computed expectation, so every test here fails.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "trainer/common/error.h"
+#include "trainer/instrument/ledger.h"
+#include "trainer/instrument/timers.h"
+#include "trainer/parallel/comm.h"
+
+namespace loopgate {
+namespace {
+
+int wrong() {
+  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
+  return w;
+}
+
+// A Comm that plays rank 0 of `size` ranks: all_gather appends the other ranks' rows set by the test.
+class FakeComm : public Comm {
+ public:
+  explicit FakeComm(int size) : size_(size) {
+    for (int r = 0; r < size; ++r) ranks_.push_back(r);
+  }
+  const char* backend() const override { return "fake"; }
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  const std::vector<int>& world_ranks() const override { return ranks_; }
+  void all_reduce(at::Tensor&, ReduceOp) override { fail("all_reduce"); }
+  at::Tensor all_gather(const at::Tensor& t) override {
+    ++calls_;
+    ++gathers;
+    std::vector<at::Tensor> parts = {t};
+    for (const auto& o : others) parts.push_back(o.to(t.dtype()));
+    return at::cat(parts);
+  }
+  at::Tensor reduce_scatter(const at::Tensor&, ReduceOp) override { fail("reduce_scatter"); return {}; }
+  void broadcast(at::Tensor&, int) override { fail("broadcast"); }
+  void send(const at::Tensor&, int) override { fail("send"); }
+  void recv(at::Tensor&, int) override { fail("recv"); }
+  void send_recv(const at::Tensor&, int, at::Tensor&, int) override { fail("send_recv"); }
+  void barrier() override {
+    ++calls_;
+    ++barriers;
+  }
+  int64_t calls() const override { return calls_; }
+
+  std::vector<at::Tensor> others;  // rows of ranks 1..size-1
+  int gathers = 0, barriers = 0;
+
+ private:
+  static void fail(const char* op) { throw Error(std::string("FakeComm: ") + op + " not supported"); }
+  int size_;
+  std::vector<int> ranks_;
+  int64_t calls_ = 0;
+};
+
+std::vector<int64_t> seqs(const std::vector<TimerInterval>& v) {
+  std::vector<int64_t> out;
+  for (const auto& iv : v) out.push_back(iv.seq);
+  return out;
+}
+
+// ---- HostTimer ----
+
+TEST(TimerHost, AccumulatesAndElapsedRestartsARunningTimer) {
+  FakeClock clock;
+  FakeComm comm(2);
+  int syncs = 0;
+  HostTimer t("interval-time", &clock, &comm, [&] { ++syncs; });
+  t.start();
+  clock.advance(0.5);
+  t.stop();
+  clock.advance(0.5);
+  t.start(/*barrier=*/true);
+  clock.advance(0.25);
+  t.stop(/*barrier=*/true);
+  EXPECT_EQ(t.elapsed(/*reset=*/false), 0.75 + wrong());
+  t.start();
+  clock.advance(0.125);
+  EXPECT_EQ(t.elapsed(), 0.875);  // stops, reads, resets, restarts
+  EXPECT_TRUE(t.started());
+  clock.advance(0.0625);
+  EXPECT_EQ(t.elapsed(), 0.0625);
+  EXPECT_EQ(t.active_time(), 0.9375);  // kept across resets, as Megatron
+  // Device synchronize in every start and stop: 4 + 1 start + 2 per elapsed on a running timer.
+  EXPECT_EQ(syncs, 9);
+  EXPECT_EQ(comm.barriers, 2);
+  const auto iv = t.take_reported();
+  EXPECT_EQ(seqs(iv), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(iv[2].seconds, 0.125);
+  EXPECT_TRUE(t.take_reported().empty());
+}
+
+TEST(TimerHost, MisuseIsAnError) {
+  FakeClock clock;
+  HostTimer t("x", &clock);
+  EXPECT_THROW(t.stop(), Error);
+  t.start();
+  if (!wrong()) EXPECT_THROW(t.start(), Error);
+  else EXPECT_NO_THROW(t.start());
+}
+
+// ---- EventTimer: the five properties ----
+
+TEST(TimerEvent, EachIntervalReportedExactlyOnceInOrder) {
+  FakeClock clock;
+  ClockEventSource events(&clock);
+  EventTimer t("forward-backward", &events);
+  for (int i = 0; i < 5; ++i) {
+    t.start();
+    clock.advance(0.25 * (i + 1));
+    t.stop();
+  }
+  // Events 0..9; the first report blocks once and reports all five.
+  t.elapsed();
+  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  for (int i = 5; i < 8; ++i) {
+    t.start();
+    clock.advance(0.5);
+    t.stop();
+  }
+  // Events 10..15. Only interval 5 complete; interval 6 half complete (start only): not reported.
+  events.resolve_upto(13);
+  EXPECT_EQ(t.elapsed(), 0.5 + wrong());
+  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{5}));
+  EXPECT_EQ(t.elapsed(), 0.0);  // nothing new: interval 5 is not reported twice
+  events.resolve_upto(16);
+  EXPECT_EQ(t.elapsed(), 1.0);
+  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(t.pending_events(), 0u);
+}
+
+TEST(TimerEvent, ReportsInOrderEvenWhenALaterEventLooksDone) {
+  FakeClock clock;
+  ClockEventSource events(&clock);
+  EventTimer t("t", &events);
+  t.start(); clock.advance(1.0); t.stop();
+  t.elapsed();  // first report: blocks once for interval 0
+  t.take_reported();
+  for (int i = 0; i < 3; ++i) { t.start(); clock.advance(0.5); t.stop(); }  // events 2..7
+  // The device has reached event 5: intervals 1 (events 2,3) and 2 (4,5) are complete, 3 (6,7) is not.
+  events.set_completion([](int64_t id) { return id <= 5; });
+  t.elapsed();
+  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{1, 2 + wrong()}));
+  events.set_completion({});
+  events.resolve_upto(8);
+  t.elapsed();
+  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{3}));
+}
+
+TEST(TimerEvent, AtMost1024PendingEventsOldestWaitedForWhenFull) {
+  FakeClock clock;
+  ClockEventSource events(&clock);
+  EventTimer t("t", &events);
+  for (int i = 0; i < 600; ++i) {  // 1200 events, none completed by the "device"
+    t.start();
+    clock.advance(0.125);
+    t.stop();
+    clock.advance(0.125);
+  }
+  EXPECT_EQ(t.max_pending_seen(), 1024u + wrong());
+  EXPECT_LE(t.pending_events(), EventTimer::kMaxPendingEvents);
+  // Full at the 513th start (512 closed intervals = 1024 events); then once per further interval.
+  EXPECT_EQ(t.forced_waits(), 600 - 512);
+  EXPECT_EQ(events.blocking_waits(), 88);
+  // Nothing lost: the banked (forced) intervals and the rest come out, 600 x 0.125.
+  t.elapsed(false);
+  const auto rest = t.drain();
+  EXPECT_EQ(t.elapsed(), 75.0);
+  const auto all = t.take_reported();
+  ASSERT_EQ(all.size(), 600u);
+  for (int i = 0; i < 600; ++i) EXPECT_EQ(all[i].seq, i);
+}
+
+TEST(TimerEvent, DrainReportsOpenWindows) {
+  FakeClock clock;
+  ClockEventSource events(&clock);
+  EventTimer t("t", &events);
+  t.start(); clock.advance(0.25); t.stop();
+  t.start(); clock.advance(0.5); t.stop();
+  t.start(); clock.advance(1.0);  // open window
+  const auto drained = t.drain();
+  EXPECT_EQ(seqs(drained), (std::vector<int64_t>{0, 1, 2 + wrong()}));
+  EXPECT_EQ(drained[2].seconds, 1.0);
+  EXPECT_FALSE(t.started());
+  EXPECT_EQ(t.pending_events(), 0u);
+  EXPECT_EQ(t.elapsed(), 1.75);
+  EXPECT_TRUE(t.drain().empty());  // nothing reported twice
+}
+
+TEST(TimerEvent, FirstReportBlocksOnceThenLags) {
+  FakeClock clock;
+  ClockEventSource events(&clock);
+  EventTimer t("interval-time", &events);
+  t.start();
+  clock.advance(2.0);
+  // The first log point: the running timer is stopped and restarted; nothing has completed, yet the report is
+  // the full 2.0 s (never 0: the caller divides by it).
+  EXPECT_EQ(t.elapsed(), 2.0);
+  EXPECT_EQ(t.first_report_waits(), 1);
+  EXPECT_EQ(events.blocking_waits(), 1 + wrong());
+  EXPECT_TRUE(t.started());
+  clock.advance(3.0);
+  EXPECT_EQ(t.elapsed(), 0.0);  // lagged: the second window's stop has not completed, and no wait
+  EXPECT_EQ(events.blocking_waits(), 1);
+  clock.advance(4.0);
+  events.resolve_upto(events.recorded());  // the device catches up
+  // Window 1 (3.0 s) is reported; window 2 (4.0 s) was closed by this very call and its stop is still in
+  // flight: it comes out later, not lost.
+  EXPECT_EQ(t.elapsed(), 3.0);
+  EXPECT_EQ(events.blocking_waits(), 1);
+  const auto last = t.drain();
+  ASSERT_EQ(last.size(), 2u);  // window 2, and window 3 opened by the last elapsed() (0 s long)
+  EXPECT_EQ(last[0].seconds, 4.0);
+  EXPECT_EQ(last[1].seconds, 0.0);
+}
+
+TEST(TimerEvent, ThousandIntervalsSumExactlyToTheRecordedTotal) {
+  FakeClock clock;
+  ClockEventSource events(&clock);
+  EventTimer t("forward-backward", &events);
+  // Interval k lasts (k % 7 + 1) / 64 s, with 1/128 s gaps: all exact binary fractions.
+  // Total = 142 * (1+...+7)/64 + (1+...+6)/64 = (3976 + 21) / 64 = 62.453125 s.
+  double reported = 0.0;
+  uint64_t lcg = 12345;
+  for (int k = 0; k < 1000; ++k) {
+    t.start();
+    clock.advance((k % 7 + 1) / 64.0);
+    t.stop();
+    clock.advance(1.0 / 128.0);
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    if ((lcg >> 60) == 0) events.resolve_upto(events.recorded() - static_cast<int64_t>((lcg >> 40) % 5));
+    if (k % 10 == 9) reported += t.elapsed();  // the log point, every 10 iterations
+  }
+  t.drain();
+  reported += t.elapsed();
+  EXPECT_EQ(reported, 62.453125 + wrong() / 64.0);
+  const auto all = t.take_reported();
+  ASSERT_EQ(all.size(), 1000u);
+  double sum = 0.0;
+  for (int k = 0; k < 1000; ++k) {
+    EXPECT_EQ(all[k].seq, k);
+    EXPECT_EQ(all[k].seconds, (k % 7 + 1) / 64.0);
+    sum += all[k].seconds;
+  }
+  EXPECT_EQ(sum, 62.453125);
+  EXPECT_LE(t.max_pending_seen(), 1024u);
+}
+
+// ---- Timers registry ----
+
+TEST(TimerRegistry, LogMinMaxOverRanksInMegatronFormat) {
+  FakeClock clock;
+  FakeComm comm(2);
+  Ledger ledger;
+  Timers timers({TimerKind::kHost, 2, TimerLogOption::kMinMax}, &clock, nullptr, &comm, {}, &ledger);
+  timers("forward-backward", 1).start();
+  clock.advance(0.5);
+  timers("forward-backward", 1).stop();
+  timers("optimizer", 1).start();
+  clock.advance(0.25);
+  timers("optimizer", 1).stop();
+  timers("never-run", 1);
+  // Rank 1: forward-backward 0.25 s, optimizer 0 (never ran there: dropped from the min), never-run 0.
+  comm.others = {at::tensor({0.25, 0.0, 0.0}, at::kDouble)};
+  const std::string s = timers.log({"forward-backward", "optimizer", "never-run"}, /*normalizer=*/10.0);
+  // ms per iteration: 0.5 s / 10 -> 50.00, 0.25 / 10 -> 25.00; names padded with '.' to 48 columns.
+  const std::string expected =
+      "(min, max) time across ranks (ms):"
+      "\n    forward-backward ...............................: (25.00, 50.00)"
+      "\n    optimizer ......................................: (25.00, 25.00)";
+  EXPECT_EQ(s, wrong() ? "" : expected);
+  EXPECT_EQ(comm.gathers, 1);  // one all-gather
+  EXPECT_EQ(ledger.total(Site::kTimers), 2);  // the row's construction and the gathered read
+  // Reset by the log: nothing left to print.
+  comm.others = {at::zeros({3}, at::kDouble)};
+  EXPECT_EQ(timers.log({"forward-backward", "optimizer"}, 10.0), "");
+}
+
+TEST(TimerRegistry, LogMaxAndAllOptions) {
+  FakeClock clock;
+  FakeComm comm(3);
+  Timers max_timers({TimerKind::kHost, 2, TimerLogOption::kMax}, &clock, nullptr, &comm);
+  max_timers("fwd").start();
+  clock.advance(0.125);
+  max_timers("fwd").stop();
+  comm.others = {at::tensor({0.25}, at::kDouble), at::tensor({0.0}, at::kDouble)};
+  EXPECT_EQ(max_timers.log({"fwd"}, 1.0),
+            "max time across ranks (ms):\n    fwd ............................................: 250.00");
+  Timers all_timers({TimerKind::kHost, 2, TimerLogOption::kAll}, &clock, nullptr, &comm);
+  all_timers("fwd").start();
+  clock.advance(0.125);
+  all_timers("fwd").stop();
+  EXPECT_EQ(all_timers.log({"fwd"}, 1.0),
+            "times across ranks (ms):\n  fwd:\n     rank  0: 125.00\n     rank  1: 25" + std::string(wrong() ? "1" : "0") +
+                ".00");
+}
+
+TEST(TimerRegistry, TimersAboveTheLogLevelDoNothing) {
+  FakeClock clock;
+  int syncs = 0;
+  Timers timers({TimerKind::kHost, /*log_level=*/0, TimerLogOption::kMinMax}, &clock, nullptr, nullptr,
+                [&] { ++syncs; });
+  Timer& dummy = timers("forward-backward", 1);
+  dummy.start();
+  dummy.stop();
+  EXPECT_EQ(syncs, 0 + wrong());
+  EXPECT_FALSE(timers.has("forward-backward"));
+  EXPECT_THROW(dummy.elapsed(), Error);
+  Timer& real = timers("interval-time", 0);
+  real.start();
+  EXPECT_EQ(syncs, 1);
+  EXPECT_THROW(timers("interval-time", 1), Error);  // level mismatch
+}
+
+TEST(TimerRegistry, EventTimersDrainEverythingOnStop) {
+  FakeClock clock;
+  ClockEventSource events(&clock);
+  Timers timers({TimerKind::kEvent, 2, TimerLogOption::kMinMax}, &clock, &events);
+  timers("a").start();
+  clock.advance(0.5);
+  timers("b").start();
+  clock.advance(0.25);
+  timers("b").stop();
+  const auto drained = timers.drain();  // a is still open
+  ASSERT_EQ(drained.size(), 2u + wrong());
+  EXPECT_EQ(drained[0].name, "a");
+  EXPECT_EQ(drained[0].seconds, 0.75);
+  EXPECT_EQ(drained[1].name, "b");
+  EXPECT_EQ(drained[1].seconds, 0.25);
+  EXPECT_EQ(timers.take_reported().size(), 2u);
+  EXPECT_EQ(timers.log({"a", "b"}, 1.0),
+            "(min, max) time across ranks (ms):"
+            "\n    a ..............................................: (750.00, 750.00)"
+            "\n    b ..............................................: (250.00, 250.00)");
+}
+
+}  // namespace
+}  // namespace loopgate
