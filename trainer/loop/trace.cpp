@@ -48,6 +48,9 @@ double from_hex(const std::string& s) {
     return v;
   }
   LG_INPUT_CHECK(!s.empty() && s.find_first_of(" \t\n") == std::string::npos, "not an exact double: '{}'", s);
+  // strtod also reads "nan", "nan(...)": only the exact-bits form above carries a NaN.
+  LG_INPUT_CHECK(s.find("nan") == std::string::npos && s.find("NAN") == std::string::npos,
+                 "not an exact double: '{}' (a NaN is written nan(0x<16 hex digits>))", s);
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);  // ERANGE on denormals is not an error here
   LG_INPUT_CHECK(end == s.c_str() + s.size(), "not an exact double: '{}'", s);
