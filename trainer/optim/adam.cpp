@@ -139,7 +139,7 @@ at::Tensor unscale_main_grads_and_check_for_nan(std::vector<at::Tensor>& main_gr
 
 OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<at::Tensor>& main_grads,
                                    Params& model_params, Comm& grad_stats_group, const OptimizerStepConfig& config,
-                                   double lr, double wd) {
+                                   double lr, double wd, const at::Tensor* veto) {
   LG_CHECK(main_grads.size() == adam.size(), "optimizer_step: {} grads for {} params", main_grads.size(), adam.size());
   const c10::Device device = adam.main_params().front().device();
   OptimizerStepResult r;
@@ -152,7 +152,9 @@ OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<a
     r.found_inf = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device));
   }
   // (2) skip on found_inf, masked. Without a scaler nothing can be found, so no mask (and no extra kernels).
-  const at::Tensor found = r.found_inf.gt(0);
+  // A veto (a world-wide fault verdict still on the device, the one-read arm) masks the step like found_inf.
+  const at::Tensor found = veto ? r.found_inf.gt(0).logical_or(veto->reshape({1})) : r.found_inf.gt(0);
+  const bool masked = scaler != nullptr || veto != nullptr;
 
   // (3) grad norm over the grads that count (Megatron _filter_grads_for_norm).
   std::vector<at::Tensor> grads_for_norm;
@@ -164,7 +166,7 @@ OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<a
   // (4) clip; on a skipped step Megatron never clips, so the coefficient becomes 1.
   if (config.clip_grad > 0.0) {
     at::Tensor clip_coeff = clip_coeff_fp32(config.clip_grad, grad_norm);
-    if (scaler) clip_coeff = at::where(found, at::ones_like(clip_coeff), clip_coeff);
+    if (masked) clip_coeff = at::where(found, at::ones_like(clip_coeff), clip_coeff);
     for (at::Tensor& g : main_grads) g.mul_(clip_coeff);
   }
 
@@ -173,7 +175,7 @@ OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<a
   if (config.log_num_zeros_in_grad) num_zeros = count_zeros_fp32(grads_for_norm, grad_stats_group, device);
 
   // (6) step_with_ready_grads
-  if (scaler) {
+  if (masked) {
     adam.step(main_grads, lr, wd, found);
   } else {
     adam.step(main_grads, lr, wd);

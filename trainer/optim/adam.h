@@ -96,7 +96,7 @@ struct OptimizerStepResult {
 // scaler may be null (bf16 without --loss-scale). main_grads[i] belongs to adam.main_params()[i].
 OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<at::Tensor>& main_grads,
                                    Params& model_params, Comm& grad_stats_group, const OptimizerStepConfig& config,
-                                   double lr, double wd);
+                                   double lr, double wd, const at::Tensor* veto = nullptr);
 
 // Megatron: MixedPrecisionOptimizer._unscale_main_grads_and_check_for_nan (minus the .item()): float32 [1].
 at::Tensor unscale_main_grads_and_check_for_nan(std::vector<at::Tensor>& main_grads, const at::Tensor& inv_scale,

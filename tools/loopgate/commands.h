@@ -1,0 +1,46 @@
+// The loopgate CLI's subcommands. `run` executes inside an MPI job (one process per rank); `gate` and `golden`
+// are plain processes that launch mpirun themselves.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "trainer/loop/train.h"
+
+namespace loopgate {
+
+struct RunOptions {
+  RunConfig config;
+  std::string arm = "baseline";
+  std::string trace_path;
+  bool syncs = false;
+  bool quiet = false;  // no log lines (the gate's scenarios)
+};
+
+int cmd_run(const RunOptions& options);  // returns the process exit code
+
+struct GateOptions {
+  std::vector<std::string> fixtures;  // empty = every CPU fixture
+  std::vector<std::string> arms;      // empty = default candidates
+  std::vector<std::string> checks;    // empty = every gate
+  int64_t iters = 0;                  // 0 = each gate's default
+  std::string json_path, junit_path;
+  std::string suites_exe;             // the gate suites executable (default: beside this binary)
+  std::string mpiexec = "mpiexec";
+  bool keep_going = true;
+};
+int cmd_gate(const GateOptions& options);
+
+struct GoldenOptions {
+  bool check = false, update = false;
+  std::vector<std::string> fixtures;
+  std::string golden_dir = "golden";
+  std::string self_exe;
+  std::string mpiexec = "mpiexec";
+};
+int cmd_golden(const GoldenOptions& options);
+
+// Prints one line "loopgate: error: ..." on rank 0 (or everywhere outside MPI) and returns 2.
+int input_error(const std::string& what);
+bool is_rank_zero_env();
+
+}  // namespace loopgate

@@ -1,0 +1,123 @@
+// `loopgate run`: one arm on one fixture, inside an MPI job. Input is validated identically on every rank
+// before any collective, so bad input exits 2 everywhere with one line from rank 0; a failure after that
+// aborts the whole job (no rank is left waiting in a collective).
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include "fixtures/fixtures.h"
+#include "tools/loopgate/commands.h"
+#include "trainer/common/error.h"
+#include "trainer/instrument/ledger.h"
+
+namespace loopgate {
+namespace {
+
+std::string timestamp() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+  return fmt::format("{}.{:06d}", buf, us);
+}
+
+// Host reads per site per iteration for one rank, as a table (rows: sites that read; columns: iterations).
+void print_sync_table(const Trace& t, int rank, const std::string& arm, const std::string& fixture) {
+  std::vector<const IterationRecord*> recs;
+  for (int64_t it : t.iterations())
+    if (const IterationRecord* r = t.find(it, rank)) recs.push_back(r);
+  if (recs.empty()) return;
+  std::printf("host reads per site per iteration: arm %s, fixture %s, rank %d\n", arm.c_str(), fixture.c_str(), rank);
+  const size_t shown = std::min<size_t>(recs.size(), 12);
+  std::string head = fmt::format("{:<18}", "site");
+  for (size_t i = 0; i < shown; ++i) head += fmt::format(" {:>4}", recs[i]->iteration);
+  head += fmt::format(" {:>7} {:>8}", "total", "per-iter");
+  std::printf("%s\n", head.c_str());
+  std::vector<int64_t> col_total(shown, 0);
+  int64_t grand = 0;
+  for (Site s : all_sites()) {
+    std::string name = site_name(s);
+    int64_t total = 0;
+    for (const IterationRecord* r : recs) {
+      auto it = r->reads_per_site.find(name);
+      total += it == r->reads_per_site.end() ? 0 : it->second;
+    }
+    if (total == 0) continue;
+    std::string row = fmt::format("{:<18}", name);
+    for (size_t i = 0; i < shown; ++i) {
+      auto it = recs[i]->reads_per_site.find(name);
+      int64_t v = it == recs[i]->reads_per_site.end() ? 0 : it->second;
+      col_total[i] += v;
+      row += fmt::format(" {:>4}", v);
+    }
+    grand += total;
+    row += fmt::format(" {:>7} {:>8.2f}", total, static_cast<double>(total) / static_cast<double>(recs.size()));
+    std::printf("%s\n", row.c_str());
+  }
+  std::string foot = fmt::format("{:<18}", "total");
+  for (size_t i = 0; i < shown; ++i) foot += fmt::format(" {:>4}", col_total[i]);
+  foot += fmt::format(" {:>7} {:>8.2f}", grand, static_cast<double>(grand) / static_cast<double>(recs.size()));
+  std::printf("%s\n", foot.c_str());
+}
+
+}  // namespace
+
+int cmd_run(const RunOptions& o) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  world_rank_for_errors() = rank;
+  at::set_num_threads(1);
+  at::set_num_interop_threads(1);
+
+  // Validation that every rank does identically, before any collective.
+  try {
+    check_world(o.config, size);
+    num_microbatches(o.config.data, Layout::build(size, o.config.layout));
+  } catch (const InputError& e) {
+    if (rank == 0) std::fprintf(stderr, "loopgate: error: %s\n", e.what());
+    MPI_Finalize();
+    return 2;
+  }
+
+  int code = 0;
+  try {
+    RunResult r = run_arm(o.config, o.arm, MPI_COMM_WORLD);
+    if (!o.quiet) {
+      for (const std::string& line : r.log_lines) std::printf(" [%s]%s\n", timestamp().c_str(), line.c_str());
+      std::fflush(stdout);
+    }
+    Trace t = gather_trace(r, MPI_COMM_WORLD);
+    if (rank == 0 && !o.trace_path.empty()) write_trace(t, o.trace_path);
+    if (rank == 0 && o.syncs) {
+      print_sync_table(t, 0, o.arm, o.config.fixture);
+      if (size > 1) print_sync_table(t, size - 1, o.arm, o.config.fixture);
+    }
+    if (r.exit_code != 0 && rank == size - 1)
+      std::fprintf(stderr, "loopgate: fault confirmed by the rerun state machine; exiting with code %d\n", r.exit_code);
+    if (r.exited_on_duration && rank == size - 1)
+      std::printf("exiting program after --exit-duration-in-mins %.3f at iteration %lld\n",
+                  o.config.exit_duration_in_mins, static_cast<long long>(r.iterations_done));
+    code = r.exit_code;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "loopgate: error: rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loopgate: rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  std::fflush(stdout);
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace loopgate

@@ -1,0 +1,45 @@
+// Arms: a loop variant is data — one SyncMode per host-sync site — not a branch in the loop. `baseline` reads
+// every site eagerly (Megatron HEAD); `syncfree-1` … `syncfree-5` apply the seed's five commits cumulatively
+// (Megatron-LM PR #7076; `syncfree` = `syncfree-5`); `onesync` goes beyond the seed: the rerun verdict,
+// update_successful and, at log points, the stat bundle and exit vote ride one collective and one read per
+// iteration. `defect-*` arms plant a known bug so each gate can be shown to reject it.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace loopgate {
+
+enum class SyncMode { kEager, kDeferred };
+
+// Planted defects (gate power). Each is caught by the gate named beside it.
+enum class Defect {
+  kNone,
+  kNanVerdictAfterStep,  // nan_detection: the fault verdict is acted on after optimizer.step
+  kDropTimerInterval,    // timers: one reported interval is lost
+  kLrOnSkip,             // lr_schedule: the scheduler advances on a skipped step
+  kHiddenExtraRead,      // sync_budget: one more host read per iteration
+  kPerturbNumerics,      // equivalence: the loss is scaled by (1 + 2^-20) before backward
+  kBatchedReadStale,     // logging_exit: the batched read reports the previous log point's grad norm
+};
+
+struct Arm {
+  std::string name;
+  std::string description;
+  SyncMode nan_check = SyncMode::kEager;       // commit 1: validate_result verdicts banked on device
+  SyncMode stat_bundle = SyncMode::kEager;     // commit 2: grad norm, zeros, params norm, loss scale, losses
+  SyncMode device_scalars = SyncMode::kEager;  // commit 3: loss-accumulator seed, LR into the batched read
+  SyncMode timers = SyncMode::kEager;          // commit 4: device-event timers, no per-call barrier
+  SyncMode exit_vote = SyncMode::kEager;       // commit 5: exit vote rides the batched read
+  bool one_read = false;                       // onesync
+  Defect defect = Defect::kNone;
+};
+
+// Every registered arm: baseline, syncfree-1..5, syncfree, onesync, then the defect arms.
+const std::vector<Arm>& all_arms();
+// InputError naming the unknown arm and listing the known ones.
+const Arm& find_arm(const std::string& name);
+// The candidates a gate compares with baseline by default: syncfree-1..5, syncfree, onesync.
+std::vector<std::string> default_candidates();
+const char* defect_name(Defect d);
+
+}  // namespace loopgate

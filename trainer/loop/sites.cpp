@@ -1,0 +1,416 @@
+// Eager and deferred forms of every host-sync site. Counts per iteration on the baseline (Megatron HEAD,
+// reference/megatron-semantics.md §13): NaN check 2 reads per microbatch loss and per grad bucket (from the
+// second iteration); rerun decision 2 (H2D + read); update_successful 2; grad norm 3 (clip_grads read +
+// reduce_max_stat H2D + read); num zeros 3; params norm 1; loss scale 1; learning rate 2; loss-accumulator seed
+// 1; timers 4 (device synchronize in start/stop of two level-1 timers) and, at log points, the interval timer's
+// synchronizes plus one read of the gathered times; loss report 2 at log points; exit vote 2.
+#include "trainer/loop/sites.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "trainer/common/error.h"
+#include "trainer/loop/train.h"
+#include "trainer/optim/clip_grads.h"
+
+namespace loopgate {
+namespace {
+
+const at::TensorOptions kF32 = at::TensorOptions().dtype(at::kFloat);
+const at::TensorOptions kF64 = at::TensorOptions().dtype(at::kDouble);
+const char* const kLevel1Timers[] = {"forward-backward", "optimizer"};
+constexpr const char* kIntervalTimer = "interval-time";
+
+}  // namespace
+
+// ---- Bundle ----
+
+void Bundle::add(const std::string& key, const at::Tensor& value) {
+  LG_CHECK(value.numel() == 1, "bundle value {} has {} elements", key, value.numel());
+  keys_.push_back(key);
+  values_.push_back(value.reshape({1}).to(at::kDouble));
+}
+
+void Bundle::add_host(const std::string& key, double value) {
+  keys_.push_back(key);
+  values_.push_back(at::full({1}, value, kF64));  // a kernel argument, not a copy: no sync
+}
+
+void Bundle::add_absent(const std::string& key) { add_host(key, -std::numeric_limits<double>::infinity()); }
+
+at::Tensor Bundle::packed() const { return at::cat(values_); }
+
+std::map<std::string, double> Bundle::resolve(Ledger& ledger, Site site, Comm& world, bool reduce) {
+  at::Tensor packed = this->packed();
+  if (reduce) world.all_reduce(packed, ReduceOp::kMax);
+  std::vector<double> host = ledger.read(site, packed);
+  std::map<std::string, double> out;
+  for (size_t i = 0; i < keys_.size(); ++i) out[keys_[i]] = host[i];
+  return out;
+}
+
+// ---- construction ----
+
+Sites::Sites(const Arm& arm, const RunConfig& config, Ledger& ledger, ProcessGroups& groups, int world_rank)
+    : arm_(arm), config_(config), ledger_(ledger), groups_(groups), rank_(world_rank) {
+  start_time_ = clock_.now();
+  // CPU "device events" complete with a lag of two later events, as queued device work would: reports are
+  // lagged, and the first report has to wait once (what the CUDA-event timer does on a GPU).
+  events_ = std::make_unique<ClockEventSource>(&clock_, /*auto_complete=*/false);
+  ClockEventSource* ev = events_.get();
+  events_->set_completion([ev](int64_t id) { return id + 2 < ev->recorded(); });
+  auto make = [&](const std::string& name) -> std::unique_ptr<Timer> {
+    if (arm_.timers == SyncMode::kDeferred) return std::make_unique<EventTimer>(name, events_.get());
+    return std::make_unique<HostTimer>(name, &clock_, groups_.world.get(),
+                                       [this] { ledger_.record_sync(Site::kTimers); });
+  };
+  for (const char* name : kLevel1Timers) timers_[name] = make(name);
+  timers_[kIntervalTimer] = make(kIntervalTimer);
+  nan_count_ = at::zeros({1}, kF32);
+}
+
+Sites::~Sites() = default;
+
+double Sites::read_scalar(Site site, const at::Tensor& t) { return ledger_.read(site, t).at(0); }
+
+// Megatron reduce_max_stat_across_model_parallel_group on a device stat: the stat is read (to build the host
+// float), sent back as torch.tensor([x]) (H2D), MAX-reduced over TP x PP and read again.
+double Sites::reduce_max_stat_eager(Site site, const at::Tensor& stat) {
+  return reduce_max_stat_host(site, read_scalar(site, stat));
+}
+
+// reduce_max_stat on a host float: torch.tensor([x], float32) (H2D), MAX over TP x PP, then `.item() == -1`
+// and `return .item()`: two reads.
+double Sites::reduce_max_stat_host(Site site, double local) {
+  at::Tensor t = ledger_.device_scalar(site, local, kF32);
+  groups_.mp->all_reduce(t, ReduceOp::kMax);
+  read_scalar(site, t);
+  return read_scalar(site, t);
+}
+
+// ---- commit 1: NaN/Inf checks ----
+
+void Sites::nan_check(RerunStateMachine& rerun, Site site, const at::Tensor& value) {
+  if (!rerun.should_validate()) return;  // Megatron: the first iteration is not validated
+  if (arm_.nan_check == SyncMode::kEager) {
+    // validate_result(isnan) then validate_result(isinf): one bool() read each.
+    bool bad = read_scalar(site, value.isnan().any()) != 0.0;
+    bad = (read_scalar(site, value.isinf().any()) != 0.0) || bad;
+    rerun.bank_host(bad, site_name(site));
+  } else {
+    rerun.bank_device(RerunStateMachine::nonfinite(value));
+  }
+}
+
+Decision Sites::rerun_decision(RerunStateMachine& rerun) {
+  if (!rerun.needs_vote()) return rerun.decide(0.0);
+  at::Tensor vote;
+  if (arm_.nan_check == SyncMode::kEager) {
+    vote = ledger_.device_scalar(Site::kRerunDecision, rerun.host_flag() ? 1.0 : 0.0, kF32);  // torch.tensor([b])
+  } else {
+    vote = rerun.decision_tensor().to(at::kFloat).clone();  // banked verdicts ride the same all-reduce
+  }
+  groups_.world->all_reduce(vote, ReduceOp::kSum);
+  return rerun.decide(read_scalar(Site::kRerunDecision, vote));
+}
+
+// ---- update_successful ----
+
+bool Sites::update_successful(const at::Tensor& local, bool has_scaler) {
+  at::Tensor t;
+  if (arm_.device_scalars == SyncMode::kEager) {
+    // Megatron: optimizer.step returned a Python bool (found_inf.item() with a scaler), then
+    // torch.tensor([update_successful]) (pageable H2D), MIN over TP x PP, .item().
+    double host = has_scaler ? read_scalar(Site::kUpdateSuccessful, local) : 1.0;
+    t = ledger_.device_scalar(Site::kUpdateSuccessful, host, kF32);
+  } else {
+    t = local.to(at::kFloat).reshape({1}).clone();
+  }
+  groups_.mp->all_reduce(t, ReduceOp::kMin);
+  return read_scalar(Site::kUpdateSuccessful, t) != 0.0;
+}
+
+// ---- onesync ----
+
+at::Tensor Sites::one_read_vote(RerunStateMachine& rerun, bool log_point, int64_t iteration) {
+  Bundle pre;
+  pre.add("vote", rerun.decision_tensor());
+  if (log_point && config_.exit_duration_in_mins > 0) pre.add_host("exit", exit_flag_local(iteration) ? 1.0 : 0.0);
+  if (log_point) add_timer_values(pre, /*reset=*/iteration != 1);
+  one_read_keys_ = pre.keys();
+  one_read_packed_ = pre.packed();
+  groups_.world->all_reduce(one_read_packed_, ReduceOp::kMax);  // the one collective of the iteration
+  return one_read_packed_.narrow(0, 0, 1).gt(0);
+}
+
+std::map<std::string, double> Sites::one_read_resolve(const at::Tensor& update_successful, const LogInputs& in) {
+  Bundle all;
+  for (size_t i = 0; i < one_read_keys_.size(); ++i) all.add(one_read_keys_[i], one_read_packed_.narrow(0, i, 1));
+  all.add("update_successful", update_successful.to(at::kFloat));
+  if (in.loss.defined()) all.add("loss", in.loss);
+  if (in.log_point) {
+    if (in.grad_norm.defined()) all.add("grad_norm", in.grad_norm);
+    if (in.num_zeros.defined()) all.add("num_zeros", in.num_zeros);
+    if (in.params_norm.defined()) all.add("params_norm", in.params_norm);
+    all.add("loss_scale", in.loss_scale);
+  }
+  return all.resolve(ledger_, Site::kOnesyncRead, *groups_.world, /*reduce=*/false);
+}
+
+// ---- commit 4: timers ----
+
+void Sites::timer_start(const std::string& name) { timers_.at(name)->start(/*barrier=*/false); }
+void Sites::timer_stop(const std::string& name) { timers_.at(name)->stop(/*barrier=*/false); }
+void Sites::start_interval_timer() { timers_.at(kIntervalTimer)->start(/*barrier=*/true); }
+
+// Deferred: resolved event times ride the batched read as MAX and MAX-of-negated (= MIN) over ranks.
+void Sites::add_timer_values(Bundle& b, bool reset) {
+  int64_t waits_before = events_->blocking_waits();
+  for (auto& [name, timer] : timers_) {
+    double v = timer->elapsed(reset, /*barrier=*/false);
+    b.add_host("timer:" + name + ":max", v);
+    b.add_host("timer:" + name + ":negmin", -v);
+    for (TimerInterval& t : timer->take_reported()) reported_.push_back(t);
+  }
+  // The first report waits for its events once, so the first log line has a time to divide by.
+  for (int64_t w = waits_before; w < events_->blocking_waits(); ++w)
+    ledger_.record_sync(Site::kTimers);
+}
+
+int64_t Sites::first_report_waits() const {
+  int64_t n = 0;
+  for (auto& [name, timer] : timers_)
+    if (auto* ev = dynamic_cast<EventTimer*>(timer.get())) n += ev->first_report_waits();
+  return n;
+}
+
+// Eager: host-clock timers (their synchronizes were counted at start/stop), then Timers.log's all-gather of
+// every rank's times and one read of the result.
+std::map<std::string, double> Sites::timer_values_eager(bool reset) {
+  std::vector<std::string> names;
+  std::vector<double> values;
+  for (auto& [name, timer] : timers_) {
+    names.push_back(name);
+    values.push_back(timer->elapsed(reset, /*barrier=*/name == kIntervalTimer));
+    for (TimerInterval& t : timer->take_reported()) reported_.push_back(t);
+  }
+  at::Tensor local = at::empty({1, static_cast<int64_t>(values.size())}, kF64);
+  for (size_t i = 0; i < values.size(); ++i) local[0][i].fill_(values[i]);
+  std::vector<double> all = ledger_.read(Site::kTimers, groups_.world->all_gather(local));
+  std::map<std::string, double> out;
+  const size_t n = values.size();
+  for (size_t i = 0; i < n; ++i) {
+    double mx = -INFINITY, mn = INFINITY;
+    for (size_t r = 0; r < all.size() / n; ++r) {
+      mx = std::max(mx, all[r * n + i]);
+      mn = std::min(mn, all[r * n + i]);
+    }
+    out["timer:" + names[i] + ":max"] = mx;
+    out["timer:" + names[i] + ":negmin"] = -mn;
+  }
+  (void)values;
+  out["timer:local:" + std::string(kIntervalTimer)] = values[std::distance(
+      names.begin(), std::find(names.begin(), names.end(), kIntervalTimer))];
+  return out;
+}
+
+std::vector<TimerInterval> Sites::finish(double* interval_total, int64_t* first_report_waits) {
+  for (auto& [name, timer] : timers_) {
+    for (TimerInterval& t : timer->drain()) reported_.push_back(t);
+  }
+  double total = 0.0;
+  for (const TimerInterval& t : reported_)
+    if (t.name == kIntervalTimer) total += t.seconds;
+  *interval_total = total;
+  *first_report_waits = 0;
+  if (auto* ev = dynamic_cast<EventTimer*>(timers_.at(kIntervalTimer).get())) *first_report_waits = ev->first_report_waits();
+  if (arm_.defect == Defect::kDropTimerInterval && reported_.size() > 2) reported_.erase(reported_.begin() + 1);
+  return reported_;
+}
+
+// ---- commit 5: exit duration ----
+
+bool Sites::exit_flag_local(int64_t iteration) const {
+  if (config_.exit_duration_in_mins <= 0) return false;
+  double minutes;
+  if (config_.simulated_minutes_per_iteration > 0) {
+    double factor = rank_ == config_.fast_clock_rank ? config_.fast_clock_factor : 1.0;
+    minutes = static_cast<double>(iteration) * config_.simulated_minutes_per_iteration * factor;
+  } else {
+    minutes = (const_cast<SteadyClock&>(clock_).now() - start_time_) / 60.0;
+  }
+  return minutes > config_.exit_duration_in_mins;
+}
+
+bool Sites::exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) {
+  if (config_.exit_duration_in_mins <= 0) return false;
+  if (arm_.exit_vote == SyncMode::kDeferred) return log_point && log.exit_vote;
+  at::Tensor done = ledger_.device_scalar(Site::kExitVote, exit_flag_local(iteration) ? 1.0 : 0.0, kF32);
+  groups_.world->all_reduce(done, ReduceOp::kMax);
+  return read_scalar(Site::kExitVote, done) != 0.0;
+}
+
+// ---- commits 2 and 3: training_log ----
+
+LogOutputs Sites::training_log(const LogInputs& in) {
+  LogOutputs out;
+  const bool eager_stats = arm_.stat_bundle == SyncMode::kEager && !arm_.one_read;
+  const bool eager_scalars = arm_.device_scalars == SyncMode::kEager && !arm_.one_read;
+  const bool reset = in.iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
+  auto pre = [&](const char* key) { return in.pre_read ? in.pre_read->at(key) : NAN; };
+
+  // Accumulation, every iteration (Megatron total_loss_dict).
+  if (!in.skipped) {
+    ++advanced_;
+    if (in.loss.defined()) {
+      if (arm_.one_read) {
+        total_loss_host_ = total_loss_host_ + static_cast<float>(pre("loss"));  // the same fp32 add
+      } else {
+        at::Tensor seed = eager_scalars ? ledger_.device_scalar(Site::kLossAccumSeed, 0.0, kF32) : at::zeros({1}, kF32);
+        total_loss_ = (has_total_loss_ ? total_loss_ : seed) + in.loss;
+      }
+      has_total_loss_ = true;
+    }
+  } else {
+    ++skipped_;
+    if (in.loss.defined()) {  // the skipped-iteration NaN probe
+      if (arm_.one_read) {
+        nan_ += std::isfinite(pre("loss")) ? 0 : 1;
+      } else if (eager_stats) {
+        nan_ += std::isfinite(read_scalar(Site::kLossReport, in.loss)) ? 0 : 1;
+      } else {
+        nan_count_.add_(RerunStateMachine::nonfinite(in.loss).to(at::kFloat).reshape({1}));
+      }
+    }
+  }
+
+  // Stats the baseline reads every iteration, log point or not.
+  double grad_norm = NAN, num_zeros = NAN, loss_scale = NAN, params_norm = NAN, lr = in.learning_rate;
+  if (eager_stats) {
+    if (in.grad_norm.defined()) grad_norm = reduce_max_stat_eager(Site::kGradNorm, in.grad_norm);
+    if (in.num_zeros.defined() && config_.optim.log_num_zeros_in_grad)
+      num_zeros = reduce_max_stat_eager(Site::kNumZeros, in.num_zeros);
+    if (in.params_norm.defined()) params_norm = read_scalar(Site::kParamsNorm, in.params_norm);
+    loss_scale = read_scalar(Site::kLossScale, in.loss_scale);
+  }
+  if (eager_scalars) lr = reduce_max_stat_host(Site::kLearningRate, lr);
+  if (!in.log_point) return out;
+
+  // ---- the log point: one batched read of everything deferred ----
+  Bundle bundle;
+  std::map<std::string, double> v;
+  if (arm_.one_read) {
+    v = *in.pre_read;
+    grad_norm = v.count("grad_norm") ? v["grad_norm"] : NAN;
+    num_zeros = v.count("num_zeros") ? v["num_zeros"] : NAN;
+    params_norm = v.count("params_norm") ? v["params_norm"] : NAN;
+    loss_scale = v["loss_scale"];
+    lr = static_cast<float>(lr);  // host value, rounded as reduce_max_stat's float32 tensor rounds it
+  } else {
+    if (!eager_stats) {
+      in.grad_norm.defined() ? bundle.add("grad_norm", in.grad_norm) : bundle.add_absent("grad_norm");
+      if (config_.optim.log_num_zeros_in_grad && in.num_zeros.defined()) bundle.add("num_zeros", in.num_zeros);
+      if (in.params_norm.defined()) bundle.add("params_norm", in.params_norm);
+      bundle.add("loss_scale", in.loss_scale);
+      has_total_loss_ ? bundle.add("loss_total", total_loss_) : bundle.add_absent("loss_total");
+      bundle.add("nan_count", nan_count_);
+    }
+    // The LR rides the read as the same float32 that reduce_max_stat would have made of it.
+    if (!eager_scalars) bundle.add("lr", at::full({1}, lr, kF32));
+    if (arm_.timers == SyncMode::kDeferred) add_timer_values(bundle, reset);
+    if (arm_.exit_vote == SyncMode::kDeferred && config_.exit_duration_in_mins > 0)
+      bundle.add_host("exit", exit_flag_local(in.iteration) ? 1.0 : 0.0);
+    if (!bundle.empty()) v = bundle.resolve(ledger_, Site::kBatchedLogRead, *groups_.world);
+    if (!eager_stats) {
+      grad_norm = v["grad_norm"];
+      num_zeros = v.count("num_zeros") ? v["num_zeros"] : NAN;
+      params_norm = v.count("params_norm") ? v["params_norm"] : NAN;
+      loss_scale = v["loss_scale"];
+      nan_ += static_cast<int64_t>(v["nan_count"]);
+      nan_count_.zero_();
+      if (arm_.defect == Defect::kBatchedReadStale) std::swap(grad_norm, last_grad_norm_);
+    }
+    if (!eager_scalars) lr = v["lr"];
+  }
+  if (arm_.timers == SyncMode::kEager) {
+    std::map<std::string, double> t = timer_values_eager(reset);
+    v.insert(t.begin(), t.end());
+  }
+  if (v.count("exit")) out.exit_vote = v["exit"] != 0.0;
+
+  // Loss average over advanced iterations: total.item() / max(1, advanced).
+  double loss_avg = NAN;
+  if (has_total_loss_) {
+    double total;
+    if (arm_.one_read) {
+      total = total_loss_host_;
+    } else if (eager_stats) {
+      total = read_scalar(Site::kLossReport, total_loss_);
+    } else {
+      total = v["loss_total"];
+    }
+    loss_avg = total / static_cast<double>(std::max<int64_t>(1, advanced_));
+    if (reset) {
+      total_loss_ = eager_scalars ? ledger_.device_scalar(Site::kLossAccumSeed, 0.0, kF32) : at::zeros({1}, kF32);
+      if (eager_stats) ledger_.record_sync(Site::kLossReport);  // the reseed's pageable copy
+      total_loss_host_ = 0.0f;
+    }
+  }
+
+  LogFields f;
+  f.iteration = in.iteration;
+  f.train_iters = in.train_iters;
+  f.consumed_samples = in.consumed_samples;
+  f.global_batch = in.global_batch;
+  double interval = timers_.count(kIntervalTimer) ? v["timer:" + std::string(kIntervalTimer) + ":max"] : 0.0;
+  f.elapsed_ms_per_iteration = interval / static_cast<double>(std::max<int64_t>(1, advanced_ + skipped_)) * 1000.0;
+  f.learning_rate = lr;
+  f.has_loss = has_total_loss_ && loss_avg >= 0.0;
+  f.lm_loss = loss_avg;
+  f.loss_scale = loss_scale;
+  f.has_grad_norm = std::isfinite(grad_norm) && grad_norm >= 0.0;
+  f.grad_norm = grad_norm;
+  f.has_num_zeros = config_.optim.log_num_zeros_in_grad && std::isfinite(num_zeros) && num_zeros >= 0;
+  f.num_zeros = num_zeros;
+  f.has_params_norm = config_.log_params_norm && std::isfinite(params_norm);
+  f.params_norm = params_norm;
+  f.skipped = skipped_;
+  f.nan = nan_;
+  if (rank_ == groups_.world->size() - 1) out.line = format_log_line(f);
+
+  out.lm_loss = has_total_loss_ ? loss_avg : NAN;
+  out.grad_norm = grad_norm;
+  out.num_zeros = num_zeros;
+  out.params_norm = params_norm;
+  out.learning_rate = lr;
+  out.loss_scale = loss_scale;
+  out.nan_iteration = nan_ > 0;
+  out.timer_intervals.assign(reported_.begin() + static_cast<long>(reported_mark_), reported_.end());
+  reported_mark_ = reported_.size();
+  if (reset) {
+    advanced_ = skipped_ = nan_ = 0;
+    has_total_loss_ = false;
+  }
+  return out;
+}
+
+std::string format_log_line(const LogFields& f) {
+  std::string s = fmt::format(" iteration {:8d}/{:8d} |", f.iteration, f.train_iters);
+  s += fmt::format(" consumed samples: {:12d} |", f.consumed_samples);
+  s += fmt::format(" elapsed time per iteration (ms): {:.1f} |", f.elapsed_ms_per_iteration);
+  s += fmt::format(" learning rate: {:.6E} |", f.learning_rate);
+  s += fmt::format(" global batch size: {:5d} |", f.global_batch);
+  if (f.has_loss) s += fmt::format(" lm loss: {:.6E} |", f.lm_loss);
+  s += fmt::format(" loss scale: {:.1f} |", f.loss_scale);
+  if (f.has_grad_norm) s += fmt::format(" grad norm: {:.3f} |", f.grad_norm);
+  if (f.has_num_zeros) s += fmt::format(" num zeros: {:.1f} |", f.num_zeros);
+  if (f.has_params_norm) s += fmt::format(" params norm: {:.3f} |", f.params_norm);
+  s += fmt::format(" number of skipped iterations: {:3d} |", f.skipped);
+  s += fmt::format(" number of nan iterations: {:3d} |", f.nan);
+  return s;
+}
+
+}  // namespace loopgate

@@ -1,0 +1,277 @@
+// The training loop under test. `train` reads top to bottom like Megatron's train(): for each iteration,
+// train_step, then training_log, then the exit decision. Every place the host may wait on the device goes
+// through a site policy (sites.h) whose eager or deferred form the arm picks; no host read happens here
+// except through the Ledger. The numerics path (forward/backward, grad reductions, optimizer) is the same
+// code for every arm; deferred policies use their own tensors and collectives.
+#include "trainer/loop/train.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <memory>
+
+#include "trainer/instrument/ledger.h"
+#include "trainer/instrument/timers.h"
+#include "trainer/loop/sites.h"
+#include "trainer/model/gpt.h"
+#include "trainer/optim/clip_grads.h"
+#include "trainer/optim/grad_buffer.h"
+#include "trainer/pipeline/schedules.h"
+
+namespace loopgate {
+namespace {
+
+// ---- state of one run on one rank ----
+struct Loop {
+  const RunConfig& cfg;
+  const Arm& arm;
+  ProcessGroups& groups;
+  int rank;
+  Layout layout;
+  GptStage stage;
+  std::unique_ptr<GradBuffer> buffer;
+  std::unique_ptr<Adam> adam;
+  GradScalerPtr scaler;
+  std::unique_ptr<OptimizerParamScheduler> scheduler;
+  RerunStateMachine rerun;
+  FaultInjector faults;
+  Ledger ledger;
+  Sites sites;
+  Schedule schedule;
+  int num_micro = 0;
+  int64_t consumed_samples = 0;
+  RunResult result;
+
+  Loop(const RunConfig& c, const Arm& a, ProcessGroups& g, int r)
+      : cfg(c), arm(a), groups(g), rank(r), layout(Layout::build(g.world->size(), c.layout)),
+        stage(gpt_build(c.model, layout, r, g)), rerun(c.rerun), faults(c.faults),
+        sites(a, c, ledger, g, r), schedule(select_schedule(layout)) {}
+};
+
+std::vector<at::Tensor> main_grads(Loop& L) {
+  std::vector<at::Tensor> grads;
+  for (size_t i = 0; i < L.stage.params.size(); ++i) grads.push_back(L.buffer->param_grad(static_cast<int>(i)));
+  return grads;
+}
+
+uint64_t params_checksum(Loop& L) {
+  std::vector<at::Tensor> values;
+  for (const Param& p : L.stage.params) values.push_back(p.value);
+  return L.ledger.checksum(values);  // a diagnostic read of the Trace, not a loop site
+}
+
+// ---- the grad-ready and loss hooks: fault injection, then the NaN check site ----
+ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
+  ScheduleHooks hooks;
+  hooks.on_microbatch_loss = [&L, iteration](int mb, const at::Tensor& report) {
+    at::Tensor r = report;  // poisoned in place: the reported loss is what Megatron validates
+    L.faults.maybe_poison_loss(iteration, mb, L.rank, r);
+    L.sites.nan_check(L.rerun, Site::kNanCheckLoss, r.select(0, 0));
+  };
+  if (L.arm.defect == Defect::kPerturbNumerics) {
+    hooks.scale_loss = [](const at::Tensor& loss) { return loss * (1.0 + std::ldexp(1.0, -20)); };
+  }
+  L.buffer->before_bucket_ready = [&L, iteration](int bucket, at::Tensor& grads) {
+    L.faults.maybe_poison_bucket(iteration, bucket, L.rank, grads);
+  };
+  L.buffer->on_bucket_ready = [&L](int, at::Tensor& grads) {
+    // Megatron check_grads: the bucket's local (pre-DP) grad norm must be finite.
+    L.sites.nan_check(L.rerun, Site::kNanCheckGrad, grads.norm());
+  };
+  return hooks;
+}
+
+// Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
+void setup(Loop& L) {
+  const RunConfig& cfg = L.cfg;
+  L.num_micro = num_microbatches(cfg.data, L.layout);
+  GradBufferConfig bcfg;
+  if (cfg.bucket_size > 0) bcfg.bucket_size = cfg.bucket_size;
+  L.buffer = std::make_unique<GradBuffer>(L.stage.params, L.groups.dp, bcfg);
+  L.adam = std::make_unique<Adam>(L.stage.params, AdamConfig{}, L.stage.coord.tp, L.stage.is_first_stage());
+  if (cfg.dynamic_loss_scale) {
+    L.scaler = std::make_unique<DynamicGradScaler>(cfg.dynamic_scaler, c10::kCPU);
+  } else if (cfg.loss_scale > 0) {
+    L.scaler = std::make_unique<ConstantGradScaler>(cfg.loss_scale, c10::kCPU);
+  }
+  SchedulerIters si = cfg.schedule;
+  si.train_iters = cfg.train_iters;
+  si.global_batch_size = cfg.data.global_batch;
+  si.weight_decay = cfg.weight_decay;
+  L.scheduler = std::make_unique<OptimizerParamScheduler>(from_iters(si));
+  L.result.trace.arm = L.arm.name;
+  L.result.trace.fixture = cfg.fixture;
+  L.result.trace.world = L.groups.world->size();
+}
+
+struct StepOutcome {
+  at::Tensor loss;  // [1] token-weighted lm loss of the global batch (last stage; undefined elsewhere)
+  OptimizerStepResult step;
+  bool skipped = false;
+  Decision decision;
+  std::map<std::string, double> one_read;  // onesync: everything the iteration read, in one read
+};
+
+LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point);
+
+// ---- train_step: Megatron training.py train_step, in its order ----
+StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec) {
+  StepOutcome out;
+  L.ledger.begin_iteration(iteration);
+  L.rerun.begin_iteration(iteration);
+
+  // ==== TRAINING SECTION: the numerics path, identical for every arm ====
+  L.sites.timer_start("forward-backward");
+  L.buffer->zero();
+  Batch batch = get_batch(L.cfg.model, L.cfg.data, L.layout, L.rank, iteration);
+  ForwardBackwardResult fb = forward_backward(L.schedule, L.stage, *L.buffer, batch, make_hooks(L, iteration));
+  L.sites.timer_stop("forward-backward");
+
+  // The rerun decision (should_run_forward_backward at loop exit) comes before optimizer.step. onesync keeps
+  // it on device and masks the step with it; the planted defect reads it only after the step.
+  const bool act_after_step = L.arm.defect == Defect::kNanVerdictAfterStep;
+  at::Tensor veto;
+  if (L.arm.one_read) {
+    veto = L.sites.one_read_vote(L.rerun, log_point, iteration + 1);
+  } else if (!act_after_step) {
+    out.decision = L.sites.rerun_decision(L.rerun);
+  }
+  rec.param_checksum_before = params_checksum(L);
+  if (!out.decision.proceed()) {
+    rec.fault_verdicts.push_back({iteration + 1, VerdictPhase::kBeforeStep, action_name(out.decision.action)});
+    rec.param_checksum_after = rec.param_checksum_before;
+    out.skipped = true;
+    if (out.decision.action == Decision::Action::kAbort) return out;
+  }
+
+  L.sites.timer_start("optimizer");
+  if (!out.skipped) {
+    std::vector<at::Tensor> grads = main_grads(L);
+    out.step = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim,
+                              L.scheduler->get_lr(), L.scheduler->get_wd(), veto.defined() ? &veto : nullptr);
+  }
+  L.sites.timer_stop("optimizer");
+  if (act_after_step) {
+    out.decision = L.sites.rerun_decision(L.rerun);
+    if (!out.decision.proceed()) {
+      rec.fault_verdicts.push_back({iteration + 1, VerdictPhase::kAfterStep, action_name(out.decision.action)});
+      out.skipped = true;
+    }
+  }
+  rec.param_checksum_after = params_checksum(L);
+
+  // Losses of the last stage: [sum, count] summed over microbatches, all-reduced over DP.
+  if (!fb.loss_reports.empty()) {
+    at::Tensor val = at::stack(fb.loss_reports).sum(0);
+    L.groups.dp->all_reduce(val);
+    out.loss = (val[0] / val[1]).reshape({1});
+  }
+  // ==== end of the numerics path ====
+
+  // update_successful over TP x PP, then the LR schedule advances (by the global batch) on success only.
+  bool update_successful = false;
+  if (L.arm.one_read) {
+    LogInputs in = log_inputs(L, out, log_point);
+    at::Tensor us = out.step.update_successful.defined() ? out.step.update_successful : at::zeros({1}, at::kBool);
+    out.one_read = L.sites.one_read_resolve(us, in);
+    out.decision = L.rerun.decide(out.one_read.at("vote"));
+    update_successful = out.one_read.at("update_successful") != 0.0 && out.decision.proceed();
+    if (!out.decision.proceed())
+      rec.fault_verdicts.push_back({iteration + 1, VerdictPhase::kBeforeStep, action_name(out.decision.action)});
+    if (out.decision.action == Decision::Action::kAbort) return out;
+  } else if (!out.skipped) {
+    update_successful = L.sites.update_successful(out.step.update_successful, L.scaler != nullptr);
+  }
+  out.skipped = !update_successful;
+  if (update_successful || L.arm.defect == Defect::kLrOnSkip) {
+    L.scheduler->step(int64_t{L.num_micro} * L.cfg.data.micro_batch * L.layout.dp());
+  }
+  return out;
+}
+
+// What training_log receives (Megatron computes params norm in train() every iteration when logging it).
+LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point) {
+  LogInputs in;
+  in.loss = s.loss;
+  in.grad_norm = s.step.grad_norm;
+  in.num_zeros = s.step.num_zeros;
+  in.loss_scale = get_loss_scale(L.scaler.get(), c10::kCPU);
+  if (L.cfg.log_params_norm)
+    in.params_norm = calc_params_l2_norm(L.stage.params, *L.groups.mp, L.stage.coord.tp, L.stage.is_first_stage());
+  in.learning_rate = L.scheduler->get_lr();
+  in.skipped = s.skipped;
+  in.log_point = log_point;
+  return in;
+}
+
+
+void record_iteration(Loop& L, IterationRecord& rec, const StepOutcome& step, const LogOutputs& log, bool log_point) {
+  rec.consumed_samples = L.consumed_samples;
+  rec.skipped = step.skipped;
+  if (log_point) {
+    rec.lm_loss = log.lm_loss;
+    rec.grad_norm = log.grad_norm;
+    rec.num_zeros = log.num_zeros;
+    rec.params_norm = log.params_norm;
+    rec.learning_rate = log.learning_rate;
+    rec.loss_scale = log.loss_scale;
+    rec.nan = log.nan_iteration;
+    rec.timer_intervals = log.timer_intervals;
+  }
+  if (log.line) L.result.log_lines.push_back(*log.line);
+  rec.reads_per_site = L.ledger.counts_by_name(rec.iteration - 1);
+  L.result.trace.records.push_back(rec);
+  L.result.iterations_done = rec.iteration;
+}
+
+void record_abort(Loop& L, IterationRecord& rec, const Decision& d, int64_t iteration) {
+  rec.skipped = true;
+  rec.reads_per_site = L.ledger.counts_by_name(iteration);
+  L.result.trace.records.push_back(rec);
+  L.result.exit_code = d.exit_code;
+}
+
+}  // namespace
+
+// ---- train: Megatron training.py train() ----
+RunResult train(const RunConfig& cfg, const Arm& arm, ProcessGroups& groups, int world_rank) {
+  Loop L(cfg, arm, groups, world_rank);
+  setup(L);
+  L.sites.start_interval_timer();
+  for (int64_t iteration = 0; iteration < cfg.train_iters;) {
+    const int64_t done = iteration + 1;  // Megatron's `iteration` after the increment: 1-based
+    const bool log_point = done % cfg.log_interval == 0 || done == 1;
+    IterationRecord rec;
+    rec.iteration = done;
+    rec.rank = world_rank;
+    StepOutcome step = train_step(L, iteration, log_point, rec);
+    L.rerun.end_iteration();  // from now on results are validated (Megatron skips the job's first iteration)
+    if (step.decision.action == Decision::Action::kAbort) {
+      record_abort(L, rec, step.decision, iteration);
+      break;
+    }
+    iteration = done;
+    L.consumed_samples += cfg.data.global_batch;
+
+    // Everything that follows is diagnostics: the log line, the Trace, the exit decision.
+    LogInputs in = log_inputs(L, step, log_point);
+    in.iteration = done;
+    in.train_iters = cfg.train_iters;
+    in.consumed_samples = L.consumed_samples;
+    in.global_batch = cfg.data.global_batch;
+    in.pre_read = arm.one_read ? &step.one_read : nullptr;
+    LogOutputs log = L.sites.training_log(in);
+    if (arm.defect == Defect::kHiddenExtraRead) L.ledger.read(Site::kLossScale, in.loss_scale);
+    rec.exit_decision = L.sites.exit_vote(done, log_point, log);
+
+    record_iteration(L, rec, step, log, log_point);
+    if (rec.exit_decision) {
+      L.result.exited_on_duration = true;
+      break;
+    }
+  }
+  L.result.all_timer_intervals = L.sites.finish(&L.result.interval_time_recorded, &L.result.timer_first_report_waits);
+  return L.result;
+}
+
+}  // namespace loopgate

@@ -1,0 +1,74 @@
+// The training loop under test: one `train` / `train_step` for every arm. Each host-sync site is a named policy
+// (trainer/loop/sites.h) whose eager or deferred form the arm selects, so the loop body is the same for all arms.
+// Megatron: training.py train(), train_step(), training_log(), checkpoint_and_decide_exit().
+#pragma once
+#include <string>
+#include <vector>
+
+#include "trainer/instrument/fault.h"
+#include "trainer/loop/arms.h"
+#include "trainer/loop/rerun.h"
+#include "trainer/loop/trace.h"
+#include "trainer/model/config.h"
+#include "trainer/optim/adam.h"
+#include "trainer/optim/grad_scaler.h"
+#include "trainer/optim/scheduler.h"
+#include "trainer/parallel/comm.h"
+#include "trainer/parallel/layout.h"
+
+namespace loopgate {
+
+// Everything one run needs; named fixtures (fixtures/fixtures.h) return one of these.
+struct RunConfig {
+  std::string fixture = "single";
+  LayoutConfig layout;
+  ModelConfig model;
+  DataConfig data;
+  int64_t train_iters = 10;
+  int log_interval = 1;                    // --log-interval (Megatron default 100)
+  bool log_params_norm = true;             // --log-params-norm
+  OptimizerStepConfig optim;               // --clip-grad, --log-num-zeros-in-grad
+  double weight_decay = 0.01;
+  SchedulerIters schedule;                 // --lr, --min-lr, --lr-decay-style, --lr-warmup-iters, ...
+  double loss_scale = 0.0;                 // --loss-scale: 0 = none (bf16 style, constant 1.0)
+  bool dynamic_loss_scale = false;         // fp16-style dynamic scaler
+  DynamicGradScalerConfig dynamic_scaler;
+  RerunConfig rerun;                       // --rerun-mode, outcome on a confirmed fault
+  std::vector<FaultSpec> faults;           // --inject
+  double exit_duration_in_mins = 0.0;      // --exit-duration-in-mins (0 = off)
+  // Deterministic clock for the exit vote in tests: train time = iterations * this (0 = wall clock). Rank
+  // `fast_clock_rank` runs its clock `fast_clock_factor` times faster, so the MAX vote matters.
+  double simulated_minutes_per_iteration = 0.0;
+  int fast_clock_rank = -1;
+  double fast_clock_factor = 1.0;
+  int64_t bucket_size = 0;                 // grad-buffer bucket size in elements (0 = default)
+  CommOptions comm;                        // reduction order (kPermuted for the distributional gate)
+};
+
+struct RunResult {
+  Trace trace;                     // this rank's records
+  int exit_code = 0;               // 0, or the rerun machine's abort code
+  int64_t iterations_done = 0;
+  bool exited_on_duration = false;
+  std::vector<std::string> log_lines;  // Megatron-format lines printed on this rank (print_rank_last)
+  std::vector<TimerInterval> all_timer_intervals;  // every interval reported, in report order
+  double interval_time_recorded = 0.0;             // sum of every interval-time interval measured
+  int64_t timer_first_report_waits = 0;
+};
+
+// Runs `config.train_iters` iterations of `arm` on this rank. `groups` come from make_*_groups for the layout.
+RunResult train(const RunConfig& config, const Arm& arm, ProcessGroups& groups, int world_rank);
+
+// Megatron's log line (without the timestamp prefix, which is added when printed); exposed for tests.
+struct LogFields {
+  int64_t iteration = 0, train_iters = 0, consumed_samples = 0, global_batch = 0;
+  double elapsed_ms_per_iteration = 0.0, learning_rate = 0.0, loss_scale = 0.0;
+  bool has_loss = false;
+  double lm_loss = 0.0;
+  bool has_grad_norm = false, has_num_zeros = false, has_params_norm = false;
+  double grad_norm = 0.0, num_zeros = 0.0, params_norm = 0.0;
+  int64_t skipped = 0, nan = 0;
+};
+std::string format_log_line(const LogFields& f);
+
+}  // namespace loopgate
