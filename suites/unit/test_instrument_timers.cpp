@@ -137,7 +137,7 @@ TEST(TimerEvent, EachIntervalReportedExactlyOnceInOrder) {
   EXPECT_EQ(t.pending_events(), 0u);
 }
 
-TEST(TimerEvent, ReportsInOrderEvenWhenALaterEventLooksDone) {
+TEST(TimerEvent, CompletionReleasesIntervalsInStreamOrder) {
   FakeClock clock;
   ClockEventSource events(&clock);
   EventTimer t("t", &events);

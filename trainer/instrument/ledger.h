@@ -76,7 +76,7 @@ class Ledger {
   int64_t total(Site site) const;  // over all iterations
   int64_t total() const;
   std::map<Site, int64_t> totals() const;
-  const std::vector<ReadRecord>& records() const;  // every read, in order
+  const std::vector<ReadRecord>& records() const;  // every read, in order (not while another thread reads)
 
   // Diagnostics outside the counted region (Trace checksums): they do read (a sync on GPU), so they are
   // tallied apart, letting a CUPTI reconciliation subtract them.
