@@ -49,7 +49,7 @@ std::vector<Arm> build_arms() {
                             "one timer interval is never reported"));
   arms.push_back(defect_arm("defect-lr-on-skip", Defect::kLrOnSkip, "the LR advances on a skipped step"));
   arms.push_back(defect_arm("defect-extra-read", Defect::kHiddenExtraRead, "a hidden extra host read per iteration"));
-  arms.push_back(defect_arm("defect-numerics", Defect::kPerturbNumerics, "the loss is scaled by 1+2^-20"));
+  arms.push_back(defect_arm("defect-numerics", Defect::kPerturbNumerics, "the step uses a learning rate off by 2^-10"));
   arms.push_back(defect_arm("defect-stale-log", Defect::kBatchedReadStale,
                             "the batched read reports a stale grad norm"));
   return arms;

@@ -18,7 +18,7 @@ enum class Defect {
   kDropTimerInterval,    // timers: one reported interval is lost
   kLrOnSkip,             // lr_schedule: the scheduler advances on a skipped step
   kHiddenExtraRead,      // sync_budget: one more host read per iteration
-  kPerturbNumerics,      // equivalence: the loss is scaled by (1 + 2^-20) before backward
+  kPerturbNumerics,      // equivalence: the step uses a learning rate off by 2^-10
   kBatchedReadStale,     // logging_exit: the batched read reports the previous log point's grad norm
 };
 

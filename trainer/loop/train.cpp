@@ -68,9 +68,6 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
     L.faults.maybe_poison_loss(iteration, mb, L.rank, r);
     L.sites.nan_check(L.rerun, Site::kNanCheckLoss, r.select(0, 0));
   };
-  if (L.arm.defect == Defect::kPerturbNumerics) {
-    hooks.scale_loss = [](const at::Tensor& loss) { return loss * (1.0 + std::ldexp(1.0, -20)); };
-  }
   L.buffer->before_bucket_ready = [&L, iteration](int bucket, at::Tensor& grads) {
     L.faults.maybe_poison_bucket(iteration, bucket, L.rank, grads);
   };
@@ -147,8 +144,10 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   L.sites.timer_start("optimizer");
   if (!out.skipped) {
     std::vector<at::Tensor> grads = main_grads(L);
-    out.step = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim,
-                              L.scheduler->get_lr(), L.scheduler->get_wd(), veto.defined() ? &veto : nullptr);
+    double lr = L.scheduler->get_lr();
+    if (L.arm.defect == Defect::kPerturbNumerics) lr *= 1.0 + std::ldexp(1.0, -10);  // planted defect
+    out.step = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
+                              L.scheduler->get_wd(), veto.defined() ? &veto : nullptr);
   }
   L.sites.timer_stop("optimizer");
   if (act_after_step) {
