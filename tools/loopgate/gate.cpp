@@ -1,15 +1,313 @@
-// `loopgate gate` — placeholder until the gate suites land: it refuses rather than claiming checks it does not run.
-#include <cstdio>
+// `loopgate gate`: the main job. For each fixture it launches the gate suites executable under mpiexec once
+// (every gate's scenarios run inside that launch), echoes one progress line per scenario, then reads the
+// suites' GoogleTest JSON and prints a verdict table (fixture x check x arm), nccl-tests style: header once,
+// one row per (fixture, check), footer with totals and OK/FAILED. Exit: 0 pass, 1 a gate failed, 2 bad input.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "fixtures/fixtures.h"
 #include "tools/loopgate/commands.h"
+#include "trainer/common/error.h"
 
 namespace loopgate {
-int cmd_gate(const GateOptions&) {
-  std::fprintf(stderr, "loopgate gate: the gate suites are not built yet\n");
-  return 2;
+namespace {
+
+// check name -> GoogleTest suite name (TEST_P suites are instantiated as "Arms/<Suite>").
+const std::vector<std::pair<std::string, std::string>>& checks() {
+  static const std::vector<std::pair<std::string, std::string>> c = {
+      {"equivalence", "Equivalence"}, {"distributional", "Distributional"}, {"lr_schedule", "LrSchedule"},
+      {"nan_detection", "NanDetection"}, {"timers", "Timers"},           {"logging_exit", "LoggingExit"},
+      {"sync_budget", "SyncBudget"}};
+  return c;
 }
+
+std::string check_of_suite(const std::string& suite_or_test) {
+  for (const auto& [check, suite] : checks())
+    if (suite_or_test.rfind(suite, 0) == 0) return check;
+  return "";
+}
+
+struct Verdict {
+  std::string fixture, check, arm, test;
+  bool passed = false;
+  std::string message;
+};
+
+struct FixtureRun {
+  std::string fixture;
+  int np = 0;
+  int exit_code = 0;
+  double seconds = 0;
+  std::string log_path;
+  std::vector<Verdict> verdicts;
+};
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+std::string gtest_filter(const std::vector<std::string>& wanted) {
+  if (wanted.empty()) return "*";
+  std::vector<std::string> parts;
+  for (const std::string& w : wanted) {
+    std::string suite;
+    for (const auto& [check, s] : checks())
+      if (check == w) suite = s;
+    parts.push_back("Arms/" + suite + ".*");
+    parts.push_back(suite + ".*");
+    parts.push_back("GatePower." + suite + "*");
+  }
+  return join(parts, ":");
+}
+
+// Reads GoogleTest's JSON report into verdicts. Candidate-arm tests carry their arm in value_param; the
+// GatePower tests are reported under the arm "(planted defect)".
+std::vector<Verdict> read_verdicts(const std::string& fixture, const std::string& path) {
+  std::vector<Verdict> out;
+  std::ifstream in(path);
+  if (!in) return out;
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return out;
+  for (const auto& suite : j.value("testsuites", nlohmann::json::array())) {
+    for (const auto& t : suite.value("testsuite", nlohmann::json::array())) {
+      Verdict v;
+      v.fixture = fixture;
+      std::string cls = t.value("classname", "");
+      std::string name = t.value("name", "");
+      v.test = cls + "." + name;
+      if (cls.rfind("Arms/", 0) == 0) cls = cls.substr(5);
+      v.check = cls == "GatePower" ? check_of_suite(name) : check_of_suite(cls);
+      if (v.check.empty()) continue;  // not a gate test
+      if (t.contains("value_param")) {
+        v.arm = t["value_param"].get<std::string>();
+        if (v.arm.size() >= 2 && v.arm.front() == '"') v.arm = v.arm.substr(1, v.arm.size() - 2);
+      } else {
+        v.arm = cls == "GatePower" ? "(planted defect)" : "(all)";
+      }
+      if (t.value("result", "") == "SKIPPED" || t.value("status", "") == "NOTRUN") continue;
+      v.passed = !t.contains("failures");
+      if (!v.passed) v.message = t["failures"][0].value("failure", "");
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+FixtureRun run_fixture(const GateOptions& o, const Fixture& f, const std::string& dir, int index, int total) {
+  FixtureRun r;
+  r.fixture = f.name;
+  r.np = f.world;
+  r.log_path = fmt::format("{}/{}.log", dir, f.name);
+  std::string json = fmt::format("{}/{}.json", dir, f.name);
+  std::string cmd = fmt::format("{} -n {} {} --lg_fixture={}", o.mpiexec, f.world, o.suites_exe, f.name);
+  if (!o.arms.empty()) cmd += " --lg_arms=" + join(o.arms, ",");
+  if (o.iters > 0) cmd += fmt::format(" --lg_iters={}", o.iters);
+  cmd += fmt::format(" --lg_timeout={} '--gtest_filter={}' --gtest_output=json:{} > {} 2>&1", f.world > 8 ? 1200 : 300,
+                     gtest_filter(o.checks), json, r.log_path);
+  std::printf("[%d/%d] %-10s np %-3d launching the gate suites\n", index, total, f.name.c_str(), f.world);
+  std::fflush(stdout);
+  auto start = std::chrono::steady_clock::now();
+  // Run in the background and echo each scenario's progress line as the log grows.
+  std::string bg = "(" + cmd + "; echo $? > " + r.log_path + ".rc) &";
+  if (std::system(bg.c_str()) != 0) throw Error("could not launch: " + cmd);
+  std::ifstream log;
+  std::string pending;
+  for (;;) {
+    bool done = access((r.log_path + ".rc").c_str(), F_OK) == 0;
+    if (!log.is_open()) log.open(r.log_path);
+    std::string line;
+    while (log.is_open() && std::getline(log, line)) {
+      if (log.eof()) {  // partial line: keep for the next poll
+        pending += line;
+        log.clear();
+        break;
+      }
+      line = pending + line;
+      pending.clear();
+      if (line.rfind("loopgate scenario: ", 0) == 0)
+        std::printf("      %-10s %s\n", f.name.c_str(), line.substr(19).c_str());
+    }
+    std::fflush(stdout);
+    if (log.is_open() && log.eof()) log.clear();
+    if (done) break;
+    usleep(200 * 1000);
+  }
+  std::ifstream rc(r.log_path + ".rc");
+  rc >> r.exit_code;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.verdicts = read_verdicts(f.name, json);
+  return r;
+}
+
+void print_table(const std::vector<FixtureRun>& runs, const std::vector<std::string>& arms) {
+  std::string head = fmt::format("{:<11} {:<15}", "fixture", "check");
+  for (const std::string& a : arms) head += fmt::format(" {:>11}", a.substr(0, 11));
+  head += fmt::format(" {:>11}", "defect");
+  std::printf("\n%s\n", head.c_str());
+  std::printf("%s\n", std::string(head.size(), '-').c_str());
+  for (const FixtureRun& r : runs) {
+    for (const auto& [check, suite] : checks()) {
+      std::map<std::string, std::pair<int, int>> cell;  // arm -> (passed, total)
+      for (const Verdict& v : r.verdicts) {
+        if (v.check != check) continue;
+        auto& c = cell[v.arm];
+        c.first += v.passed;
+        c.second += 1;
+      }
+      if (cell.empty()) continue;
+      auto show = [&](const std::string& arm) {
+        auto it = cell.find(arm);
+        if (it == cell.end()) it = cell.find("(all)");
+        if (it == cell.end()) return std::string("-");
+        return it->second.first == it->second.second ? std::string("PASS") : fmt::format("FAIL {}/{}", it->second.second - it->second.first, it->second.second);
+      };
+      std::string row = fmt::format("{:<11} {:<15}", r.fixture, check);
+      for (const std::string& a : arms) row += fmt::format(" {:>11}", show(a));
+      auto d = cell.find("(planted defect)");
+      row += fmt::format(" {:>11}", d == cell.end() ? "-" : (d->second.first == d->second.second ? "REJECTED" : "ACCEPTED!"));
+      std::printf("%s\n", row.c_str());
+    }
+  }
+}
+
+void write_json(const std::string& path, const std::vector<FixtureRun>& runs, bool ok) {
+  nlohmann::json j;
+  j["verdict"] = ok ? "pass" : "fail";
+  for (const FixtureRun& r : runs) {
+    nlohmann::json f = {{"fixture", r.fixture}, {"np", r.np}, {"exit_code", r.exit_code}, {"seconds", r.seconds},
+                        {"log", r.log_path}};
+    for (const Verdict& v : r.verdicts)
+      f["verdicts"].push_back({{"check", v.check}, {"arm", v.arm}, {"test", v.test}, {"passed", v.passed},
+                               {"message", v.message}});
+    j["fixtures"].push_back(f);
+  }
+  std::ofstream(path) << j.dump(1) << "\n";
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+void write_junit(const std::string& path, const std::vector<FixtureRun>& runs) {
+  std::ofstream x(path);
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"loopgate\">\n";
+  for (const FixtureRun& r : runs) {
+    int failures = 0;
+    for (const Verdict& v : r.verdicts) failures += !v.passed;
+    if (r.exit_code != 0 && failures == 0) failures = 1;
+    x << fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" time=\"{:.1f}\">\n", r.fixture,
+                     r.verdicts.size(), failures, r.seconds);
+    for (const Verdict& v : r.verdicts) {
+      x << fmt::format("    <testcase classname=\"{}.{}\" name=\"{}\">", r.fixture, v.check, xml_escape(v.test));
+      if (!v.passed) x << "<failure message=\"" << xml_escape(v.message.substr(0, v.message.find('\n'))) << "\">"
+                       << xml_escape(v.message) << "</failure>";
+      x << "</testcase>\n";
+    }
+    if (r.exit_code != 0 && r.verdicts.empty())
+      x << fmt::format("    <testcase classname=\"{}\" name=\"launch\"><failure message=\"exit {}\">see {}</failure></testcase>\n",
+                       r.fixture, r.exit_code, r.log_path);
+    x << "  </testsuite>\n";
+  }
+  x << "</testsuites>\n";
+}
+
+}  // namespace
+
+int cmd_gate(const GateOptions& o_in) {
+  GateOptions o = o_in;
+  // Validate everything before launching anything.
+  std::vector<Fixture> fixtures;
+  if (o.fixtures.empty()) {
+    fixtures = all_fixtures();
+  } else {
+    for (const std::string& f : o.fixtures) fixtures.push_back(find_fixture(f));
+  }
+  for (const std::string& a : o.arms) find_arm(a);
+  for (const std::string& c : o.checks) {
+    bool known = false;
+    for (const auto& [check, suite] : checks()) known = known || check == c;
+    std::vector<std::string> names;
+    for (const auto& [check, suite] : checks()) names.push_back(check);
+    LG_INPUT_CHECK(known, "unknown check '{}' (known: {})", c, join(names, ", "));
+  }
+  LG_INPUT_CHECK(o.iters >= 0, "--iters must be >= 1 (got {})", o.iters);
+  struct stat st;
+  LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0, "gate suites executable not found at {} (build it: cmake --build --preset cpu)",
+                 o.suites_exe);
+  // Ranks run as root, oversubscribed, in containers (reference/cpu-build-and-run.md §6).
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+  setenv("OMP_NUM_THREADS", "1", 0);
+  setenv("ATEN_CPU_CAPABILITY", "avx2", 0);
+  setenv("GTEST_COLOR", "no", 1);
+
+  char tmpl[] = "/tmp/loopgate-gate-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::vector<std::string> arms = o.arms.empty() ? default_candidates() : o.arms;
+  std::printf("loopgate gate: fixtures %zu, candidate arms %s; logs in %s\n", fixtures.size(), join(arms, ",").c_str(),
+              dir.c_str());
+  std::vector<FixtureRun> runs;
+  auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < fixtures.size(); ++i) {
+    runs.push_back(run_fixture(o, fixtures[i], dir, static_cast<int>(i + 1), static_cast<int>(fixtures.size())));
+    const FixtureRun& r = runs.back();
+    int failed = 0;
+    for (const Verdict& v : r.verdicts) failed += !v.passed;
+    std::printf("[%zu/%zu] %-10s np %-3d %zu verdicts, %d failed, exit %d, %.1f s%s\n", i + 1, fixtures.size(),
+                r.fixture.c_str(), r.np, r.verdicts.size(), failed, r.exit_code, r.seconds,
+                r.verdicts.empty() ? fmt::format(" — no verdicts: see {}", r.log_path).c_str() : "");
+    std::fflush(stdout);
+  }
+  print_table(runs, arms);
+  bool ok = true;
+  int total = 0, failed = 0;
+  for (const FixtureRun& r : runs) {
+    ok = ok && r.exit_code == 0 && !r.verdicts.empty();
+    for (const Verdict& v : r.verdicts) {
+      ++total;
+      if (!v.passed) {
+        ++failed;
+        ok = false;
+        std::printf("\nFAILED %s %s [%s] %s\n%s\n", r.fixture.c_str(), v.check.c_str(), v.arm.c_str(), v.test.c_str(),
+                    v.message.c_str());
+      }
+    }
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("\nverdicts: %d, failed: %d, time %.1f s: %s\n", total, failed, secs, ok ? "OK" : "FAILED");
+  if (!o.json_path.empty()) write_json(o.json_path, runs, ok);
+  if (!o.junit_path.empty()) write_junit(o.junit_path, runs);
+  return ok ? 0 : 1;
+}
+
+// Stub until golden.cpp lands (another engineer): refuses rather than pretending.
 int cmd_golden(const GoldenOptions&) {
   std::fprintf(stderr, "loopgate golden: not built yet\n");
   return 2;
 }
+
 }  // namespace loopgate
