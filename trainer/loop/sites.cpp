@@ -231,6 +231,13 @@ std::vector<TimerInterval> Sites::finish(double* interval_total, int64_t* first_
   return reported_;
 }
 
+int64_t Sites::max_pending_events() const {
+  size_t n = 0;
+  for (auto& [name, timer] : timers_)
+    if (auto* ev = dynamic_cast<EventTimer*>(timer.get())) n = std::max(n, ev->max_pending_seen());
+  return static_cast<int64_t>(n);
+}
+
 // ---- commit 5: exit duration ----
 
 bool Sites::exit_flag_local(int64_t iteration) const {

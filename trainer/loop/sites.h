@@ -89,6 +89,8 @@ class Sites {
   void start_interval_timer();
   // Drains every timer (stop of the timer set); returns every interval ever reported, in report order.
   std::vector<TimerInterval> finish(double* interval_total, int64_t* first_report_waits);
+  // The most events any device-event timer held pending at once (EventTimer::max_pending_seen); 0 for host timers.
+  int64_t max_pending_events() const;
 
   // ---- commits 2, 3, 5: training_log and the batched read ----
   LogOutputs training_log(const LogInputs& in);

@@ -270,6 +270,7 @@ RunResult train(const RunConfig& cfg, const Arm& arm, ProcessGroups& groups, int
     }
   }
   L.result.all_timer_intervals = L.sites.finish(&L.result.interval_time_recorded, &L.result.timer_first_report_waits);
+  L.result.timer_max_pending_events = L.sites.max_pending_events();
   return L.result;
 }
 

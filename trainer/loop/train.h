@@ -54,6 +54,7 @@ struct RunResult {
   std::vector<TimerInterval> all_timer_intervals;  // every interval reported, in report order
   double interval_time_recorded = 0.0;             // sum of every interval-time interval measured
   int64_t timer_first_report_waits = 0;
+  int64_t timer_max_pending_events = 0;  // the most events any EventTimer held pending (bound: 1024); 0 eager
 };
 
 // Runs `config.train_iters` iterations of `arm` on this rank. `groups` come from make_*_groups for the layout.
