@@ -25,6 +25,10 @@ int& world_rank_for_errors();
 // Name of the sync site / phase the rank is in; updated by the ledger and the loop (for the watchdog too).
 const char* current_site();
 void set_current_site(const char* site);
+// The training iteration in progress (0 before the first); set by Ledger::begin_iteration. The CUPTI sync
+// counter reads it (with current_site) to attribute each driver call on the calling thread.
+long long current_iteration();
+void set_current_iteration(long long iteration);
 
 [[noreturn]] void throw_error(const char* file, int line, const std::string& what);
 

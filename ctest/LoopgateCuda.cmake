@@ -1,0 +1,77 @@
+# The GPU tier's build (issue 6). Three cases:
+#   LOOPGATE_CUDA=ON (the gpu preset, LibTorch CUDA from the runner's PyTorch): the CUPTI counter, the NCCL
+#     backend and the CUDA event source join the trainer (LOOPGATE_HAS_CUDA=1); the injection library, the NCCL
+#     smoke program and the GPU tests are built.
+#   LOOPGATE_CUDA=OFF with a CUDA toolkit on the machine (CPU CI with /usr/local/cuda): the sources that need no
+#     LibTorch CUDA headers — CUPTI core + counter, the injection library, the NCCL smoke program — are
+#     compiled (and linked against the driver stubs), never run, so CPU CI catches breakage. No LibTorch TU is
+#     added: the cpu preset's build time stays what it was.
+#   no toolkit: a message, nothing else.
+set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)  # never both the static and the shared CUDA runtime
+find_package(CUDAToolkit QUIET)
+
+set(LOOPGATE_CUPTI_SOURCES ${PROJECT_SOURCE_DIR}/trainer/instrument/cupti_core.cpp
+                           ${PROJECT_SOURCE_DIR}/trainer/instrument/cupti_counter.cpp)
+
+if(LOOPGATE_CUDA AND NOT CUDAToolkit_FOUND)
+  message(FATAL_ERROR "loopgate: LOOPGATE_CUDA=ON but no CUDA toolkit found (set CUDAToolkit_ROOT)")
+endif()
+
+if(CUDAToolkit_FOUND)
+  # NCCL: the toolkit's, else the one inside the runner's PyTorch (site-packages/nvidia/nccl).
+  set(_nccl_hints ${CUDAToolkit_LIBRARY_DIR})
+  if(LOOPGATE_TORCH_NCCL_DIR)
+    list(APPEND _nccl_hints ${LOOPGATE_TORCH_NCCL_DIR}/lib)
+  endif()
+  find_library(LOOPGATE_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_nccl_hints})
+  find_path(LOOPGATE_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${LOOPGATE_TORCH_NCCL_DIR}/include)
+  if(NOT TARGET CUDA::cupti)
+    message(STATUS "loopgate: CUDA toolkit ${CUDAToolkit_VERSION} has no CUPTI: the sync counter is not built")
+  endif()
+endif()
+
+# The injection library: CUPTI + the driver, nothing else (loadable into any CUDA process).
+function(loopgate_add_cupti_targets)
+  add_library(loopgate_sync_inject SHARED ${PROJECT_SOURCE_DIR}/tools/cupti/sync_inject.cpp
+                                          ${PROJECT_SOURCE_DIR}/trainer/instrument/cupti_core.cpp)
+  target_include_directories(loopgate_sync_inject PRIVATE ${PROJECT_SOURCE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(loopgate_sync_inject PRIVATE CUDA::cupti CUDA::cuda_driver ${CMAKE_DL_LIBS})
+  set_target_properties(loopgate_sync_inject PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tools/cupti)
+endfunction()
+
+function(loopgate_add_nccl_smoke)
+  if(NOT LOOPGATE_NCCL_LIBRARY OR NOT LOOPGATE_NCCL_INCLUDE)
+    message(STATUS "loopgate: NCCL not found: loopgate_nccl_smoke not built")
+    return()
+  endif()
+  add_executable(loopgate_nccl_smoke ${PROJECT_SOURCE_DIR}/tools/nccl_smoke/nccl_smoke.cpp)
+  target_include_directories(loopgate_nccl_smoke PRIVATE ${LOOPGATE_NCCL_INCLUDE})
+  target_link_libraries(loopgate_nccl_smoke PRIVATE MPI::MPI_CXX CUDA::cudart ${LOOPGATE_NCCL_LIBRARY})
+  set_target_properties(loopgate_nccl_smoke PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tools)
+endfunction()
+
+if(LOOPGATE_CUDA)
+  if(NOT TARGET CUDA::cupti OR NOT LOOPGATE_NCCL_LIBRARY)
+    message(FATAL_ERROR "loopgate: LOOPGATE_CUDA=ON needs CUPTI and NCCL (nccl: ${LOOPGATE_NCCL_LIBRARY})")
+  endif()
+  target_sources(loopgate_trainer PRIVATE ${LOOPGATE_CUPTI_SOURCES}
+                 ${PROJECT_SOURCE_DIR}/trainer/parallel/comm_nccl.cpp
+                 ${PROJECT_SOURCE_DIR}/trainer/instrument/device_cuda.cpp)
+  target_include_directories(loopgate_trainer PUBLIC ${CUDAToolkit_INCLUDE_DIRS} ${LOOPGATE_NCCL_INCLUDE})
+  target_link_libraries(loopgate_trainer PUBLIC CUDA::cupti CUDA::cuda_driver CUDA::cudart ${LOOPGATE_NCCL_LIBRARY})
+  target_compile_definitions(loopgate_trainer PUBLIC LOOPGATE_HAS_CUDA=1)
+  loopgate_add_cupti_targets()
+  loopgate_add_nccl_smoke()
+  message(STATUS "loopgate: GPU tier ON (CUDA ${CUDAToolkit_VERSION}, NCCL ${LOOPGATE_NCCL_LIBRARY})")
+elseif(CUDAToolkit_FOUND AND TARGET CUDA::cupti AND LOOPGATE_CUDA_COMPILE_ONLY)
+  # Compile-only: no LibTorch, no trainer link. The counter core needs fmt (error.h) and nothing heavy.
+  add_library(loopgate_cupti_compile_check OBJECT ${LOOPGATE_CUPTI_SOURCES})
+  target_include_directories(loopgate_cupti_compile_check PRIVATE ${PROJECT_SOURCE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(loopgate_cupti_compile_check PRIVATE fmt::fmt)
+  loopgate_add_cupti_targets()
+  loopgate_add_nccl_smoke()
+  message(STATUS "loopgate: CUDA toolkit ${CUDAToolkit_VERSION} found: GPU-tier sources compiled, not run "
+                 "(LOOPGATE_CUDA=OFF)")
+else()
+  message(STATUS "loopgate: no CUDA toolkit: GPU tier skipped (LOOPGATE_CUDA=OFF)")
+endif()

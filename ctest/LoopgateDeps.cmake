@@ -1,0 +1,58 @@
+# Third-party dependencies: GoogleTest (+gmock), nlohmann_json, fmt, CLI11. The system packages when present
+# (Debian CPU CI); otherwise LOOPGATE_VENDOR_DIR (a folder holding include/{nlohmann,CLI,fmt} and the
+# googletest sources in googletest/), for GPU runners whose image lacks them.
+#
+# fmt on the GPU tier: torch >= 2.11 puts its own fmt (v12) headers on the include path ahead of the system's,
+# so code compiled against them must not link the system libfmt (another major version). LOOPGATE_CUDA builds
+# therefore use fmt header-only (FMT_HEADER_ONLY) with whichever headers come first.
+set(LOOPGATE_VENDOR_DIR "" CACHE PATH "Folder with vendored headers (include/) and googletest sources")
+
+if(LOOPGATE_VENDOR_DIR AND EXISTS "${LOOPGATE_VENDOR_DIR}/googletest/CMakeLists.txt")
+  set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+  set(BUILD_GMOCK ON CACHE BOOL "" FORCE)
+  add_subdirectory(${LOOPGATE_VENDOR_DIR}/googletest ${CMAKE_BINARY_DIR}/_vendor_googletest EXCLUDE_FROM_ALL)
+  add_library(GTest::gtest ALIAS gtest)
+  add_library(GTest::gmock ALIAS gmock)
+  message(STATUS "loopgate: GoogleTest from ${LOOPGATE_VENDOR_DIR}/googletest")
+else()
+  find_package(GTest REQUIRED)
+endif()
+
+function(loopgate_header_only target header)
+  find_path(_inc ${header} HINTS ${LOOPGATE_VENDOR_DIR}/include NO_CACHE)
+  if(NOT _inc)
+    message(FATAL_ERROR "loopgate: ${header} not found: install the package or set LOOPGATE_VENDOR_DIR")
+  endif()
+  add_library(${target} INTERFACE IMPORTED GLOBAL)
+  set_target_properties(${target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_inc}")
+  message(STATUS "loopgate: ${target} header-only from ${_inc}")
+endfunction()
+
+find_package(nlohmann_json 3 QUIET)
+if(NOT TARGET nlohmann_json::nlohmann_json)
+  loopgate_header_only(nlohmann_json::nlohmann_json nlohmann/json.hpp)
+endif()
+
+if(LOOPGATE_CUDA)
+  add_library(loopgate_fmt_header_only INTERFACE)
+  target_compile_definitions(loopgate_fmt_header_only INTERFACE FMT_HEADER_ONLY=1)
+  if(LOOPGATE_VENDOR_DIR)
+    target_include_directories(loopgate_fmt_header_only SYSTEM INTERFACE ${LOOPGATE_VENDOR_DIR}/include)
+  endif()
+  add_library(fmt::fmt ALIAS loopgate_fmt_header_only)
+else()
+  find_package(fmt QUIET)
+  if(NOT TARGET fmt::fmt)
+    loopgate_header_only(fmt::fmt fmt/format.h)
+    set_property(TARGET fmt::fmt APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY=1)
+  endif()
+endif()
+
+find_package(CLI11 QUIET)
+if(NOT TARGET CLI11::CLI11)
+  find_path(_cli_inc CLI/CLI.hpp HINTS ${LOOPGATE_VENDOR_DIR}/include NO_CACHE)
+  if(_cli_inc)
+    add_library(CLI11::CLI11 INTERFACE IMPORTED GLOBAL)
+    set_target_properties(CLI11::CLI11 PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_cli_inc}")
+  endif()
+endif()
