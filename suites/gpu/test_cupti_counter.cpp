@@ -1,0 +1,116 @@
+// The CUPTI sync counter on a real GPU (DESIGN.md "Sync accounting"): each kind of host read, issued behind
+// queued device work (STYLE.md §10: make ordering bugs loud), is counted where the ledger says it happened —
+// ledger.read = 1 synchronize, ledger.device_scalar = 1 synchronize, at::full = 0 — and a non_blocking copy
+// into PAGEABLE memory is caught as a hidden stall: no synchronize call, but a pageable async copy that blocked
+// the host. Skips (does not fail) when CUPTI cannot subscribe (another profiler holds it) or no GPU is found.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "trainer/common/error.h"
+#include "trainer/instrument/cupti_counter.h"
+#include "trainer/instrument/device_cuda.h"
+#include "trainer/instrument/ledger.h"
+
+namespace loopgate {
+namespace {
+
+at::TensorOptions cuda(at::ScalarType t) { return at::TensorOptions().dtype(t).device(at::kCUDA); }
+
+// ~10-20 ms of bf16 matmuls on an H200, so the host runs far ahead of the device.
+at::Tensor queue_work(int matmuls = 10) {
+  static at::Tensor a = at::randn({8192, 8192}, cuda(at::kBFloat16)).div_(90.0);
+  at::Tensor x = a;
+  for (int i = 0; i < matmuls; ++i) x = at::matmul(x, a);
+  return x;
+}
+
+class CuptiCounterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+    queue_work(1);  // warm-up: cuBLAS handle, allocator, kernels load outside the counted region
+    at::empty({1}, cuda(at::kFloat)).fill_(0);
+    cuda_device_synchronize();
+    CuptiSyncCounter& c = CuptiSyncCounter::instance();
+    if (!c.active() && !c.start()) GTEST_SKIP() << "CUPTI sync counter unavailable: " << c.why();
+    c.reset();
+    set_current_iteration(0);
+  }
+  void TearDown() override { set_current_site("startup"); }
+  static SyncTally at_site(const char* site) { return CuptiSyncCounter::instance().at(0, site); }
+};
+
+TEST_F(CuptiCounterTest, LedgerReadIsOneSynchronize) {
+  Ledger ledger;
+  at::Tensor x = queue_work();
+  ledger.read(Site::kGradNorm, x.select(0, 0).select(0, 0).to(at::kFloat).reshape({1}));
+  SyncTally t = at_site("grad_norm");
+  EXPECT_EQ(t.syncs(), ledger.count(0, Site::kGradNorm)) << "ledger and CUPTI disagree at grad_norm";
+  EXPECT_EQ(t.synchronizes, 1);
+  EXPECT_GT(t.blocked_ms, 1.0) << "a read behind ~10 queued matmuls must block the host";
+}
+
+TEST_F(CuptiCounterTest, DeviceScalarFromHostIsOneSynchronize) {
+  Ledger ledger;
+  queue_work();
+  ledger.device_scalar(Site::kLossAccumSeed, 0.0, cuda(at::kFloat));  // torch.tensor([0.0], device='cuda')
+  SyncTally t = at_site("loss_accum_seed");
+  EXPECT_EQ(t.syncs(), 1);
+  EXPECT_EQ(t.syncs(), ledger.count(0, Site::kLossAccumSeed));
+}
+
+TEST_F(CuptiCounterTest, FullIsNoSync) {
+  queue_work();
+  set_current_site("test_full");
+  at::Tensor s = at::full({1}, 0.0, cuda(at::kFloat));  // the value rides in the kernel arguments
+  at::Tensor z = at::zeros({1}, cuda(at::kFloat));
+  z.fill_(1.0);
+  SyncTally t = at_site("test_full");
+  EXPECT_EQ(t.syncs(), 0);
+  EXPECT_EQ(t.pageable_async, 0);
+  cuda_device_synchronize();
+}
+
+TEST_F(CuptiCounterTest, PageableNonBlockingCopyIsAHiddenStall) {
+  at::Tensor y = at::randn({1 << 20}, cuda(at::kFloat));
+  at::Tensor pageable = at::empty({1 << 20}, at::kFloat);
+  at::Tensor pinned = at::empty({1 << 20}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+  cuda_device_synchronize();
+
+  queue_work();
+  set_current_site("test_pinned_copy");
+  pinned.copy_(y, /*non_blocking=*/true);
+  set_current_site("test_pageable_copy");
+  queue_work();
+  pageable.copy_(y, /*non_blocking=*/true);
+  set_current_site("startup");
+  cuda_device_synchronize();
+
+  SyncTally pg = at_site("test_pageable_copy"), pn = at_site("test_pinned_copy");
+  EXPECT_EQ(pg.synchronizes, 0) << "no synchronize call: that is what makes the stall hidden";
+  EXPECT_GE(pg.pageable_async, 1);
+  EXPECT_GT(pg.sync_ms, 1.0) << "the pageable copy must have blocked the host behind the queued matmuls";
+  EXPECT_EQ(pn.synchronizes, 0);
+  EXPECT_EQ(pn.pageable_async, 0);
+  EXPECT_LT(pn.blocked_ms, pg.blocked_ms);
+  std::printf("%s", format_sync_table(CuptiSyncCounter::instance().table(), "CUPTI: copies behind queued work").c_str());
+}
+
+TEST_F(CuptiCounterTest, SecondSubscriberIsRefusedWithAReason) {
+  // The counter is the process's one subscriber; starting it again is a no-op, not a second subscription.
+  EXPECT_TRUE(CuptiSyncCounter::instance().start());
+}
+
+TEST(CudaEventSource, IntervalsAreOrderedAndPositive) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  auto ev = make_cuda_event_source();
+  int64_t a = ev->record();
+  queue_work(4);
+  int64_t b = ev->record();
+  ev->synchronize(b);
+  ASSERT_TRUE(ev->query(a));
+  EXPECT_GT(ev->seconds_between(a, b), 0.0);
+}
+
+}  // namespace
+}  // namespace loopgate

@@ -1,0 +1,282 @@
+// NcclComm: Comm over NCCL for CUDA tensors, on LibTorch's current stream. kFixed / kPermuted float sums are
+// an all-gather plus adds in a chosen order on the device, as MpiComm does on the host, so their bits do not
+// depend on NCCL's algorithm choice.
+#include "trainer/parallel/comm_nccl.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <regex>
+
+#include "trainer/common/error.h"
+
+#define LG_NCCL_CHECK(call)                                                                                    \
+  do {                                                                                                         \
+    ncclResult_t lg_nccl_rc_ = (call);                                                                         \
+    if (lg_nccl_rc_ != ncclSuccess)                                                                            \
+      ::loopgate::throw_error(__FILE__, __LINE__, fmt::format("NCCL call failed: {}: {} ({})", #call,          \
+                                                              ncclGetErrorString(lg_nccl_rc_),                 \
+                                                              ncclGetLastError(nullptr)));                     \
+  } while (0)
+
+#define LG_CUDA_CHECK(call)                                                                                    \
+  do {                                                                                                         \
+    cudaError_t lg_cuda_rc_ = (call);                                                                          \
+    if (lg_cuda_rc_ != cudaSuccess)                                                                            \
+      ::loopgate::throw_error(__FILE__, __LINE__,                                                              \
+                              fmt::format("CUDA call failed: {}: {}", #call, cudaGetErrorString(lg_cuda_rc_))); \
+  } while (0)
+
+namespace loopgate {
+namespace {
+
+ncclDataType_t nccl_type(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return ncclFloat32;
+    case at::kDouble: return ncclFloat64;
+    case at::kHalf: return ncclFloat16;
+    case at::kBFloat16: return ncclBfloat16;
+    case at::kInt: return ncclInt32;
+    case at::kLong: return ncclInt64;
+    case at::kByte: return ncclUint8;
+    case at::kChar: return ncclInt8;
+    default: return ncclNumTypes;
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kMin: return ncclMin;
+  }
+  return ncclSum;
+}
+
+cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+
+class NcclComm final : public Comm {
+ public:
+  NcclComm(MPI_Comm comm, CommOptions options, bool own) : mpi_(comm), options_(options), own_(own) {
+    LG_MPI_CHECK(MPI_Comm_rank(mpi_, &rank_));
+    LG_MPI_CHECK(MPI_Comm_size(mpi_, &size_));
+    int world_rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    world_ranks_.resize(size_);
+    LG_MPI_CHECK(MPI_Allgather(&world_rank, 1, MPI_INT, world_ranks_.data(), 1, MPI_INT, mpi_));
+    ncclUniqueId id;
+    if (rank_ == 0) LG_NCCL_CHECK(ncclGetUniqueId(&id));
+    LG_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, mpi_));
+    LG_NCCL_CHECK(ncclCommInitRank(&nccl_, size_, id, rank_));
+  }
+  ~NcclComm() override {
+    if (nccl_) ncclCommDestroy(nccl_);
+    if (own_) {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Comm_free(&mpi_);
+    }
+  }
+
+  const char* backend() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::vector<int>& world_ranks() const override { return world_ranks_; }
+  int64_t calls() const override { return calls_; }
+
+  void all_reduce(at::Tensor& t, ReduceOp op) override {
+    check_tensor(t, "all_reduce");
+    ++calls_;
+    if (size_ == 1) return;
+    if (op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point()) {
+      t.copy_(ordered_sum(t));
+      return;
+    }
+    at::Tensor work = reducible(t, "all_reduce");
+    LG_NCCL_CHECK(ncclAllReduce(work.data_ptr(), work.data_ptr(), static_cast<size_t>(work.numel()),
+                                nccl_type(work.scalar_type()), nccl_op(op), nccl_, current_stream()));
+    if (!work.is_same(t)) t.copy_(work);
+  }
+
+  at::Tensor all_gather(const at::Tensor& t) override {
+    check_tensor(t, "all_gather");
+    ++calls_;
+    return gather_raw(t);
+  }
+
+  at::Tensor reduce_scatter(const at::Tensor& t, ReduceOp op) override {
+    check_tensor(t, "reduce_scatter");
+    LG_CHECK(t.dim() >= 1 && t.size(0) % size_ == 0, "reduce_scatter: dim 0 ({}) not divisible by group size {}",
+             t.dim() ? t.size(0) : 0, size_);
+    ++calls_;
+    if (size_ == 1) return t.clone();
+    const int64_t chunk = t.size(0) / size_;
+    if (op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point())
+      return ordered_sum(t).narrow(0, rank_ * chunk, chunk).clone();
+    at::Tensor work = reducible(t, "reduce_scatter");
+    std::vector<int64_t> shape = work.sizes().vec();
+    shape[0] = chunk;
+    at::Tensor out = at::empty(shape, work.options());
+    LG_NCCL_CHECK(ncclReduceScatter(work.data_ptr(), out.data_ptr(), static_cast<size_t>(out.numel()),
+                                    nccl_type(work.scalar_type()), nccl_op(op), nccl_, current_stream()));
+    return out.to(t.scalar_type());
+  }
+
+  void broadcast(at::Tensor& t, int root) override {
+    check_tensor(t, "broadcast");
+    ++calls_;
+    if (size_ == 1) return;
+    LG_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), bytes(t), ncclUint8, root, nccl_, current_stream()));
+  }
+
+  void send(const at::Tensor& t, int peer) override {
+    check_tensor(t, "send");
+    ++calls_;
+    LG_NCCL_CHECK(ncclSend(t.data_ptr(), bytes(t), ncclUint8, peer, nccl_, current_stream()));
+  }
+
+  void recv(at::Tensor& t, int peer) override {
+    check_tensor(t, "recv");
+    ++calls_;
+    LG_NCCL_CHECK(ncclRecv(t.data_ptr(), bytes(t), ncclUint8, peer, nccl_, current_stream()));
+  }
+
+  void send_recv(const at::Tensor& s, int send_peer, at::Tensor& r, int recv_peer) override {
+    check_tensor(s, "send_recv");
+    check_tensor(r, "send_recv");
+    ++calls_;
+    LG_NCCL_CHECK(ncclGroupStart());
+    LG_NCCL_CHECK(ncclSend(s.data_ptr(), bytes(s), ncclUint8, send_peer, nccl_, current_stream()));
+    LG_NCCL_CHECK(ncclRecv(r.data_ptr(), bytes(r), ncclUint8, recv_peer, nccl_, current_stream()));
+    LG_NCCL_CHECK(ncclGroupEnd());
+  }
+
+  // A host barrier over the group (what Megatron's timers want from barrier()); device work is not waited for.
+  void barrier() override {
+    ++calls_;
+    LG_MPI_CHECK(MPI_Barrier(mpi_));
+  }
+
+ private:
+  static size_t bytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+
+  void check_tensor(const at::Tensor& t, const char* op) const {
+    LG_CHECK(t.defined(), "NcclComm::{}: undefined tensor", op);
+    LG_CHECK(t.device().is_cuda(), "NcclComm::{}: tensor on {} (the nccl backend takes CUDA tensors)", op,
+             t.device().str());
+    LG_CHECK(t.is_contiguous(), "NcclComm::{}: tensor not contiguous", op);
+  }
+
+  // Bool reduces as uint8 (SUM = count, MAX = any, MIN = all).
+  static at::Tensor reducible(const at::Tensor& t, const char* op) {
+    if (t.scalar_type() == at::kBool) return t.to(at::kByte);
+    if (nccl_type(t.scalar_type()) == ncclNumTypes)
+      throw Error(fmt::format("NcclComm: {} of dtype {} not supported", op, std::string(c10::toString(t.scalar_type()))));
+    return t;
+  }
+
+  at::Tensor gather_raw(const at::Tensor& t) {
+    std::vector<int64_t> shape = t.dim() == 0 ? std::vector<int64_t>{1} : t.sizes().vec();
+    shape[0] *= size_;
+    at::Tensor out = at::empty(shape, t.options());
+    LG_NCCL_CHECK(ncclAllGather(t.data_ptr(), out.data_ptr(), bytes(t), ncclUint8, nccl_, current_stream()));
+    return out;
+  }
+
+  at::Tensor ordered_sum(const at::Tensor& t) {
+    at::Tensor parts = gather_raw(t.contiguous()).view({size_, t.numel()});
+    std::vector<int> order(size_);
+    std::iota(order.begin(), order.end(), 0);
+    if (options_.order == ReduceOrder::kPermuted) {
+      std::mt19937_64 rng(options_.permute_seed * 1000003ULL + static_cast<uint64_t>(calls_));
+      std::shuffle(order.begin(), order.end(), rng);
+    }
+    at::Tensor acc = parts[order[0]].clone();
+    for (int i = 1; i < size_; ++i) acc.add_(parts[order[i]]);
+    return acc.view(t.sizes());
+  }
+
+  MPI_Comm mpi_;
+  CommOptions options_;
+  bool own_;
+  ncclComm_t nccl_ = nullptr;
+  int rank_ = 0, size_ = 1;
+  int64_t calls_ = 0;
+  std::vector<int> world_ranks_;
+};
+
+CommPtr split(MPI_Comm base, int color, int key, const CommOptions& options) {
+  MPI_Comm out;
+  LG_MPI_CHECK(MPI_Comm_split(base, color, key, &out));
+  return make_nccl_comm(out, options, /*own=*/true);
+}
+
+}  // namespace
+
+void apply_nccl_determinism_env() {
+  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  setenv("NCCL_ALGO", "Ring", 0);
+  setenv("NCCL_PROTO", "Simple", 0);
+}
+
+int select_cuda_device(MPI_Comm world) {
+  int rank = 0, size = 1, count = 0;
+  LG_MPI_CHECK(MPI_Comm_rank(world, &rank));
+  LG_MPI_CHECK(MPI_Comm_size(world, &size));
+  LG_CUDA_CHECK(cudaGetDeviceCount(&count));
+  LG_CHECK(count > 0, "no CUDA device visible to rank {}", rank);
+  int device = -1;
+  if (const char* n = std::getenv("CTEST_RESOURCE_GROUP_COUNT")) {
+    LG_CHECK(std::atoi(n) == size, "CTEST_RESOURCE_GROUP_COUNT={} but the job has {} ranks (RESOURCE_GROUPS must "
+             "be \"{},gpus:1\")", n, size, size);
+    std::string var = fmt::format("CTEST_RESOURCE_GROUP_{}_GPUS", rank);
+    const char* spec = std::getenv(var.c_str());
+    LG_CHECK(spec != nullptr, "{} is not set (ctest --resource-spec-file with a \"gpus\" resource)", var);
+    std::smatch m;
+    std::string s = spec;
+    LG_CHECK(std::regex_search(s, m, std::regex("id:([0-9]+)")), "cannot parse {}={}", var, s);
+    device = std::stoi(m[1]);
+  } else {
+    MPI_Comm node;
+    LG_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+    int local = 0;
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    device = local % count;
+  }
+  LG_CHECK(device < count, "rank {}: device {} requested but only {} visible", rank, device, count);
+  LG_CUDA_CHECK(cudaSetDevice(device));
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+  return device;
+}
+
+CommPtr make_nccl_comm(MPI_Comm comm, const CommOptions& options, bool own) {
+  apply_nccl_determinism_env();
+  return std::make_shared<NcclComm>(comm, options, own);
+}
+
+ProcessGroups make_nccl_groups(const Layout& layout, MPI_Comm base, const CommOptions& options) {
+  int rank = 0, size = 0;
+  LG_MPI_CHECK(MPI_Comm_rank(base, &rank));
+  LG_MPI_CHECK(MPI_Comm_size(base, &size));
+  LG_CHECK(size == layout.world(), "layout world {} != communicator size {}", layout.world(), size);
+  Coord c = layout.coord(rank);
+  ProcessGroups g;
+  MPI_Comm world_dup;
+  LG_MPI_CHECK(MPI_Comm_dup(base, &world_dup));
+  g.world = make_nccl_comm(world_dup, options, /*own=*/true);
+  // Same colors as make_mpi_groups, so both backends build the same groups in the same order.
+  g.tp = split(base, c.dp + layout.dp() * c.pp, rank, options);
+  g.dp = split(base, c.tp + layout.tp() * c.pp, rank, options);
+  g.pp = split(base, c.tp + layout.tp() * c.dp, rank, options);
+  g.mp = split(base, c.dp, rank, options);
+  return g;
+}
+
+}  // namespace loopgate
