@@ -36,6 +36,7 @@ struct GoldenOptions {
   std::string golden_dir = "golden";
   std::string self_exe;
   std::string mpiexec = "mpiexec";
+  std::string capture_dir;  // internal: run inside `mpiexec -n N loopgate golden --capture DIR --fixture F`
 };
 int cmd_golden(const GoldenOptions& options);
 

@@ -304,10 +304,4 @@ int cmd_gate(const GateOptions& o_in) {
   return ok ? 0 : 1;
 }
 
-// Stub until golden.cpp lands (another engineer): refuses rather than pretending.
-int cmd_golden(const GoldenOptions&) {
-  std::fprintf(stderr, "loopgate golden: not built yet\n");
-  return 2;
-}
-
 }  // namespace loopgate

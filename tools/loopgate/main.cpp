@@ -165,6 +165,7 @@ int main(int argc, char** argv) {
   golden->add_option("--fixture", gd.fixtures);
   golden->add_option("--golden-dir", gd.golden_dir);
   golden->add_option("--mpiexec", gd.mpiexec);
+  golden->add_option("--capture", gd.capture_dir)->group("");  // internal: the per-fixture MPI worker of --update
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,207 @@
+// `loopgate golden --check | --update`: the only writer of golden/ (golden/README.md).
+//   --update  writes lr_sequences.json from the scheduler port, then per fixture launches one MPI job
+//             (`mpiexec -n N <self> golden --capture TMP --fixture F`) that runs the baseline golden-value run
+//             and every budget arm's sync scenarios, and converts what it wrote into
+//             <fixture>/golden_values_cpu.json, <fixture>/environment_cpu.json and sync_budgets.json.
+//   --check   recomputes the LR sequences and compares their bits; per fixture launches
+//             `mpiexec -n N <self> run --fixture F --arm baseline --iters K --log-interval 1 --trace TMP` and
+//             compares with the golden values (exact bits where the recorded environment matches, Megatron's
+//             tolerances otherwise); checks that sync_budgets.json covers the fixture. Exit 0 pass, 1 fail.
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <mpi.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "fixtures/fixtures.h"
+#include "fixtures/golden.h"
+#include "tools/loopgate/commands.h"
+#include "trainer/common/error.h"
+#include "trainer/instrument/ledger.h"
+
+namespace loopgate {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string make_tmp_dir() {
+  char tmpl[] = "/tmp/loopgate-golden-XXXXXX";
+  char* d = mkdtemp(tmpl);
+  LG_INPUT_CHECK(d != nullptr, "cannot create a temporary directory");
+  return d;
+}
+
+int launch(const std::string& cmd) {
+  std::printf("+ %s\n", cmd.c_str());
+  std::fflush(stdout);
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+// Inside the MPI job: the baseline golden run and every budget arm's sync scenarios, written to `dir` by rank 0.
+int capture(const GoldenOptions& o) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  world_rank_for_errors() = rank;
+  at::set_num_threads(1);
+  at::set_num_interop_threads(1);
+  int code = 0;
+  try {
+    LG_INPUT_CHECK(o.fixtures.size() == 1, "golden --capture needs exactly one --fixture");
+    const std::string& fx = o.fixtures[0];
+    check_world(fixture_config(fx), size);
+    RunResult base = run_arm(golden_run_config(fx), "baseline", MPI_COMM_WORLD);
+    Trace bt = gather_trace(base, MPI_COMM_WORLD);
+    if (rank == 0) write_trace(bt, o.capture_dir + "/golden_trace.json");
+    json scenarios = json::object();
+    for (const SyncScenario& s : sync_scenarios(fx)) {
+      json arms = json::object();
+      for (const std::string& arm : budget_arms()) {
+        RunResult r = run_arm(sync_scenario_config(fx, s), arm, MPI_COMM_WORLD);
+        arms[arm] = budget_from_trace(gather_trace(r, MPI_COMM_WORLD), s.log_interval);
+      }
+      scenarios[s.key] = {{"log_interval", s.log_interval}, {"iters", s.iters},
+                          {"exit_duration_in_mins_set", s.exit_vote}, {"arms", arms}};
+    }
+    if (rank == 0) write_json_file(o.capture_dir + "/budgets.json", scenarios);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loopgate golden --capture: rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return code;
+}
+
+std::vector<std::string> selected_fixtures(const GoldenOptions& o) {
+  if (!o.fixtures.empty()) {
+    for (const std::string& f : o.fixtures) find_fixture(f);
+    return o.fixtures;
+  }
+  std::vector<std::string> all;
+  for (const Fixture& f : all_fixtures()) all.push_back(f.name);
+  return all;
+}
+
+int update(const GoldenOptions& o) {
+  const std::string& g = o.golden_dir;
+  fs::create_directories(g);
+  write_json_file(g + "/lr_sequences.json", make_lr_golden());
+  std::printf("wrote %s/lr_sequences.json (%zu cases x global batches", g.c_str(), lr_cases().size());
+  for (int64_t b : fixture_global_batches()) std::printf(" %lld", static_cast<long long>(b));
+  std::printf(")\n");
+  json budgets = fs::exists(g + "/sync_budgets.json") ? read_json_file(g + "/sync_budgets.json") : json::object();
+  budgets["about"] =
+      "max host reads per site per iteration (max over ranks), per fixture / scenario / arm / iteration category "
+      "(first_iteration, log, nonlog); a site absent = 0 allowed; written only by `loopgate golden --update`";
+  for (const std::string& fx : selected_fixtures(o)) {
+    std::string tmp = make_tmp_dir();
+    int rc = launch(fmt::format("{} -n {} {} golden --capture {} --fixture {}", o.mpiexec, find_fixture(fx).world,
+                                o.self_exe, tmp, fx));
+    if (rc != 0) {
+      std::fprintf(stderr, "loopgate golden --update: the capture job for %s failed (exit %d); golden/ for it unchanged\n",
+                   fx.c_str(), rc);
+      return 1;
+    }
+    Trace t = read_trace(tmp + "/golden_trace.json");
+    fs::create_directories(g + "/" + fx);
+    write_json_file(g + "/" + fx + "/golden_values_cpu.json", golden_values_from_trace(t));
+    write_json_file(g + "/" + fx + "/environment_cpu.json", environment_json(t.environment));
+    budgets["fixtures"][fx] = {{"scenarios", read_json_file(tmp + "/budgets.json")}};
+    write_json_file(g + "/sync_budgets.json", budgets);
+    fs::remove_all(tmp);
+    std::printf("wrote %s/%s/golden_values_cpu.json, environment_cpu.json, sync_budgets.json[%s]\n", g.c_str(),
+                fx.c_str(), fx.c_str());
+  }
+  return 0;
+}
+
+int check(const GoldenOptions& o) {
+  const std::string& g = o.golden_dir;
+  int failed = 0;
+  // LR sequences: the port today vs the file, bit for bit.
+  json lr = read_json_file(g + "/lr_sequences.json");
+  int lr_bad = 0;
+  for (const LrCase& c : lr_cases()) {
+    for (int64_t gbs : fixture_global_batches()) {
+      std::vector<double> want = golden_lr_sequence(lr, c.name, gbs), got = expected_lr_sequence(c, gbs);
+      for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+        if (!same_bits(want[i], got[i]) && lr_bad++ < 8)
+          std::printf("FAIL lr_sequences %s gbs %lld iteration %zu: golden %s, scheduler port %s\n", c.name.c_str(),
+                      static_cast<long long>(gbs), i + 1, hex(want[i]).c_str(), hex(got[i]).c_str());
+      }
+      if (want.size() != got.size()) ++lr_bad;
+    }
+  }
+  std::printf("%s lr_sequences.json: %zu cases, exact bits (%d differences)\n", lr_bad ? "FAIL" : "ok  ",
+              lr_cases().size(), lr_bad);
+  failed += lr_bad != 0;
+  json budgets = read_json_file(g + "/sync_budgets.json");
+  for (const std::string& fx : selected_fixtures(o)) {
+    // Sync budgets: every scenario and arm present, every site name known.
+    int bbad = 0;
+    for (const SyncScenario& s : sync_scenarios(fx)) {
+      const json* arms = nullptr;
+      if (budgets.contains("fixtures") && budgets["fixtures"].contains(fx) &&
+          budgets["fixtures"][fx]["scenarios"].contains(s.key))
+        arms = &budgets["fixtures"][fx]["scenarios"][s.key]["arms"];
+      for (const std::string& arm : budget_arms()) {
+        if (!arms || !arms->contains(arm)) {
+          std::printf("FAIL sync_budgets %s %s %s: missing\n", fx.c_str(), s.key.c_str(), arm.c_str());
+          ++bbad;
+          continue;
+        }
+        for (auto cat = (*arms)[arm].begin(); cat != (*arms)[arm].end(); ++cat)
+          for (auto site = cat.value().begin(); site != cat.value().end(); ++site)
+            if (!try_parse_site(site.key())) {
+              std::printf("FAIL sync_budgets %s %s %s: unknown site '%s'\n", fx.c_str(), s.key.c_str(), arm.c_str(),
+                          site.key().c_str());
+              ++bbad;
+            }
+      }
+    }
+    std::printf("%s sync_budgets.json[%s]\n", bbad ? "FAIL" : "ok  ", fx.c_str());
+    failed += bbad != 0;
+
+    // Golden values: the baseline run now vs the file.
+    std::string tmp = make_tmp_dir();
+    int rc = launch(fmt::format("{} -n {} {} run --fixture {} --arm baseline --iters {} --log-interval 1 --quiet "
+                                "--trace {}/trace.json",
+                                o.mpiexec, find_fixture(fx).world, o.self_exe, fx, golden_iters(fx), tmp));
+    if (rc != 0) {
+      std::printf("FAIL golden values %s: the baseline run exited %d\n", fx.c_str(), rc);
+      ++failed;
+      continue;
+    }
+    Trace t = read_trace(tmp + "/trace.json");
+    fs::remove_all(tmp);
+    GoldenCheck gc = check_golden_values(read_json_file(g + "/" + fx + "/golden_values_cpu.json"),
+                                         read_json_file(g + "/" + fx + "/environment_cpu.json"),
+                                         golden_values_from_trace(t), t.environment);
+    std::printf("%s golden values %s (environment %s)\n", gc.failures.empty() ? "ok  " : "FAIL", fx.c_str(),
+                gc.environment_matches ? "matches: exact bits demanded" : "differs: Megatron tolerances");
+    for (const std::string& d : gc.env_differences) std::printf("     environment %s\n", d.c_str());
+    for (const std::string& n : gc.notes) std::printf("     %s\n", n.c_str());
+    for (const std::string& f : gc.failures) std::printf("     FAIL %s\n", f.c_str());
+    failed += !gc.failures.empty();
+  }
+  std::printf("golden --check: %s\n", failed ? "FAILED" : "passed");
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int cmd_golden(const GoldenOptions& o) {
+  if (!o.capture_dir.empty()) return capture(o);
+  if (o.check == o.update) return input_error("golden: give exactly one of --check or --update");
+  return o.update ? update(o) : check(o);
+}
+
+}  // namespace loopgate
