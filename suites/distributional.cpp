@@ -1,0 +1,138 @@
+// Gate: distributional (the seed's DP=64 argument, reference/sync-free-loop.md "Correctness"). With the
+// reduction order permuted (ReduceOrder::kPermuted, a different permute_seed for every run of every arm),
+// each arm runs 3 times; per iteration and per field (grad norm, num zeros; the logging rank's values), the
+// between-arm difference of the means must be smaller than the within-arm spread (max - min over an arm's
+// runs, the larger of the two arms'), or exactly 0 (fixtures whose order cannot vary: sums of <= 2 terms are
+// commutative, so dp <= 2 gives spread 0 and the rule becomes bit equality).
+// The LR warmup is 0 here so the first step moves the weights and iteration 2's grad norm sees it.
+// Also shown: that permuted order does make the grad norm vary between runs where dp >= 3 (else no power);
+// and the rule rejects defect-numerics (LR off by 2^-10). Runs: baseline, syncfree, onesync (dp64: baseline,
+// syncfree) + the defect, 3 runs each, 3 iterations (dp64: 2).
+// Not proven here: anything about real NCCL orders; bit equality (the equivalence gate does that).
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "fixtures/scenarios.h"
+
+namespace loopgate {
+namespace {
+
+constexpr int kRuns = 3;
+const std::vector<std::string> kFields = {"grad_norm", "num_zeros"};
+
+bool on_dp64() { return gate_fixture() == "dp64"; }
+int64_t dist_iters() { return on_dp64() ? 2 : gate_iters(3); }
+
+int arm_index(const std::string& arm) {
+  const std::vector<std::string> a = {"baseline", "syncfree", "onesync", "defect-numerics"};
+  auto it = std::find(a.begin(), a.end(), arm);
+  return it == a.end() ? 9 : static_cast<int>(it - a.begin());
+}
+
+// Run `run` of `arm`: its own permute seed (distinct across arms and runs).
+const Trace& dist_run(const std::string& arm, int run) {
+  RunConfig c = gate_config();
+  c.train_iters = dist_iters();
+  c.log_interval = 1;
+  c.schedule.lr_warmup_iters = 0;
+  c.comm.order = ReduceOrder::kPermuted;
+  c.comm.permute_seed = 1000 + 100 * static_cast<uint64_t>(arm_index(arm)) + static_cast<uint64_t>(run);
+  return run_scenario(fmt::format("dist:{}", c.comm.permute_seed), c, arm).trace;
+}
+
+double value(const Trace& t, int64_t it, const std::string& field) {
+  const IterationRecord* r = t.find(it, world_size() - 1);
+  if (!r) return NAN;
+  return field == "grad_norm" ? r->grad_norm : r->num_zeros;
+}
+
+struct Stat {
+  double mean = 0, lo = INFINITY, hi = -INFINITY;
+  double spread() const { return hi - lo; }
+};
+Stat stat_of(const std::string& arm, int64_t it, const std::string& field) {
+  Stat s;
+  for (int run = 0; run < kRuns; ++run) {
+    double v = value(dist_run(arm, run), it, field);
+    s.mean += v / kRuns;
+    s.lo = std::min(s.lo, v);
+    s.hi = std::max(s.hi, v);
+  }
+  return s;
+}
+
+// The violations of the rule, one line each, and the full table on rank 0.
+std::vector<std::string> violations(const std::string& arm, bool print) {
+  std::vector<std::string> out;
+  if (print && world_rank() == 0)
+    std::printf("%-10s %4s %-22s %-22s %-11s %-11s %-11s\n", "field", "iter", "baseline mean", arm.c_str(),
+                "diff", "spread", "verdict");
+  for (int64_t it = 1; it <= dist_iters(); ++it) {
+    for (const std::string& f : kFields) {
+      Stat a = stat_of("baseline", it, f), b = stat_of(arm, it, f);
+      double diff = std::fabs(a.mean - b.mean), spread = std::max(a.spread(), b.spread());
+      bool ok = diff == 0.0 || diff < spread;
+      if (!ok)
+        out.push_back(fmt::format("iteration {} rank {} {}: |mean diff| {} >= spread {} (baseline mean {} range "
+                                  "[{}, {}], {} mean {} range [{}, {}])",
+                                  it, world_size() - 1, f, hex(diff), hex(spread), hex(a.mean), hex(a.lo), hex(a.hi),
+                                  arm, hex(b.mean), hex(b.lo), hex(b.hi)));
+      if (print && world_rank() == 0)
+        std::printf("%-10s %4lld %-22.17g %-22.17g %-11.3e %-11.3e %s\n", f.c_str(), static_cast<long long>(it),
+                    a.mean, b.mean, diff, spread, ok ? "ok" : "VIOLATION");
+    }
+  }
+  return out;
+}
+
+std::string first(const std::vector<std::string>& v, size_t n = 6) {
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < n; ++i) s += "\n  " + v[i];
+  return s;
+}
+
+std::vector<std::string> dist_arms() {
+  std::vector<std::string> a;
+  for (const std::string& c : candidate_arms())
+    if (c == "syncfree" || c == "onesync") a.push_back(c);
+  return a;
+}
+
+class Distributional : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Distributional, BetweenArmMeanDifferenceWithinSpreadUnderPermutedOrder) {
+  if (on_dp64() && GetParam() == "onesync") GTEST_SKIP() << "dp64: baseline and syncfree only (60 s budget)";
+  auto v = violations(GetParam(), true);
+  EXPECT_TRUE(v.empty()) << GetParam() << ": " << v.size() << " violations over " << kRuns << " runs per arm"
+                         << first(v);
+}
+
+INSTANTIATE_TEST_SUITE_P(Arms, Distributional, ::testing::ValuesIn(dist_arms()),
+                         [](const auto& info) { return param_name(info.param); });
+
+// Power precondition: the permuted order must make the grad norm vary run to run where it can (dp >= 3).
+TEST(DistributionalOrder, PermutedOrderMakesGradNormVary) {
+  int dp = world_size() / (gate_config().layout.tp * gate_config().layout.pp);
+  double max_spread = 0;
+  for (int64_t it = 1; it <= dist_iters(); ++it) max_spread = std::max(max_spread, stat_of("baseline", it, "grad_norm").spread());
+  if (world_rank() == 0)
+    std::printf("%s (dp %d): baseline grad norm spread over %d permuted runs, max over iterations: %s (%.3e)\n",
+                gate_fixture().c_str(), dp, kRuns, hex(max_spread).c_str(), max_spread);
+  if (dp < 3) GTEST_SKIP() << "dp " << dp << ": a sum of <= 2 terms does not depend on order; spread is 0";
+  EXPECT_GT(max_spread, 0.0) << "permuted reduction order did not change the grad norm at dp " << dp
+                             << ": the distributional rule has no spread to compare with";
+}
+
+// Gate power: an arm that really changes the values (LR off by 2^-10) must violate the rule.
+TEST(GatePower, DistributionalRejectsPerturbedNumerics) {
+  auto v = violations("defect-numerics", true);
+  EXPECT_FALSE(v.empty()) << "the distributional rule accepted an arm whose LR is off by 2^-10";
+  if (!v.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first(v, 2).c_str());
+}
+
+}  // namespace
+}  // namespace loopgate

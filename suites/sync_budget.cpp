@@ -1,0 +1,208 @@
+// Gate: sync_budget. Host reads per site per iteration (the ledger's counts, every rank) stay within
+// golden/sync_budgets.json for every arm: per fixture, per scenario (log interval 1 = the shared clean run;
+// log interval 5 with the exit-duration vote live), per iteration category (first_iteration, log, nonlog),
+// per site; a site absent from the budget allows 0. And the table has the seed's shape, checked from the
+// counts themselves (not from the budget file): the baseline reads every site every iteration; each
+// syncfree-k reads none of its first k commits' sites and exactly the baseline's count of the later commits'
+// sites; syncfree keeps only rerun_decision, update_successful and batched_log_read (the latter at log
+// iterations only); onesync reads once per iteration (onesync_read), besides the timers' one-time
+// first-report wait at iteration 1 (printed with its count).
+// On dp64 one scenario (log interval 2, 3 iterations) for baseline, syncfree and onesync keeps it near 40 s.
+// Power: defect-extra-read (one hidden read per iteration) is rejected against syncfree's budget.
+// Not proven here: that the ledger sees every real sync (on GPU the CUPTI counter reconciles that).
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "fixtures/golden.h"
+#include "fixtures/harness/args.h"
+#include "fixtures/scenarios.h"
+#include "trainer/instrument/ledger.h"
+
+namespace loopgate {
+namespace {
+
+using nlohmann::json;
+
+bool on_dp64() { return gate_fixture() == "dp64"; }
+bool dp64_arm(const std::string& arm) {
+  return arm == "baseline" || arm == "syncfree" || arm == "onesync" || arm == "defect-extra-read";
+}
+
+const json& budgets() {
+  static const json j = read_json_file(harness_arg("golden_dir", default_golden_dir()) + "/sync_budgets.json");
+  return j;
+}
+
+const ScenarioResult& sync_run(const SyncScenario& s, const std::string& arm) {
+  if (s.key == "log_interval_1") return clean_run(arm);  // shared with the other gates
+  return run_scenario("sync:" + s.key, sync_scenario_config(gate_fixture(), s), arm);
+}
+
+int64_t reads(const IterationRecord& r, const std::string& site) {
+  auto it = r.reads_per_site.find(site);
+  return it == r.reads_per_site.end() ? 0 : it->second;
+}
+
+// Every (iteration, rank, site) of `arm`'s runs above `budget_arm`'s budget.
+std::vector<std::string> over_budget(const std::string& arm, const std::string& budget_arm) {
+  std::vector<std::string> out;
+  const std::string fx = gate_fixture();
+  for (const SyncScenario& s : sync_scenarios(fx)) {
+    const json* b = nullptr;
+    if (budgets().contains("fixtures") && budgets()["fixtures"].contains(fx)) {
+      const json& sc = budgets()["fixtures"][fx]["scenarios"];
+      if (sc.contains(s.key) && sc[s.key]["arms"].contains(budget_arm)) b = &sc[s.key]["arms"][budget_arm];
+    }
+    if (!b) {
+      out.push_back(fmt::format("no budget for fixture {} scenario {} arm {} (run `loopgate golden --update`)", fx,
+                                s.key, budget_arm));
+      continue;
+    }
+    for (const IterationRecord& r : sync_run(s, arm).trace.records) {
+      std::string cat = iteration_category(r.iteration, s.log_interval);
+      for (const auto& [site, n] : r.reads_per_site) {
+        int64_t allowed = (*b)[cat].value(site, int64_t{0});
+        if (n > allowed)
+          out.push_back(fmt::format("{} iteration {} ({}) rank {} site {}: {} reads > budget {}", s.key, r.iteration,
+                                    cat, r.rank, site, n, allowed));
+      }
+    }
+  }
+  return out;
+}
+
+std::string first(const std::vector<std::string>& v, size_t n = 8) {
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < n; ++i) s += "\n  " + v[i];
+  if (v.size() > n) s += fmt::format("\n  ... {} more", v.size() - n);
+  return s;
+}
+
+std::vector<std::string> arms_with_baseline() {
+  std::vector<std::string> a = {"baseline"};
+  for (const std::string& c : candidate_arms()) a.push_back(c);
+  return a;
+}
+
+class SyncBudget : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SyncBudget, ReadsPerSitePerIterationWithinGoldenBudget) {
+  if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: budgets checked for baseline, syncfree, onesync";
+  auto m = over_budget(GetParam(), GetParam());
+  EXPECT_TRUE(m.empty()) << GetParam() << ": " << m.size() << " reads over budget" << first(m);
+}
+
+// The seed's per-commit table, from the counts: which commit removes which sites.
+const std::vector<std::vector<std::string>>& commit_sites() {
+  static const std::vector<std::vector<std::string>> c = {
+      {"nan_check_loss", "nan_check_grad"},
+      {"grad_norm", "num_zeros", "params_norm", "loss_scale", "loss_report"},
+      {"learning_rate", "loss_accum_seed"},
+      {"timers"},
+      {"exit_vote"}};
+  return c;
+}
+
+int commits_of(const std::string& arm) {
+  if (arm == "baseline") return 0;
+  if (arm == "syncfree") return 5;
+  if (arm.rfind("syncfree-", 0) == 0) return std::stoi(arm.substr(9));
+  return -1;  // onesync and user arms: no commit shape
+}
+
+// The scenario with every site live: the exit vote on, log and non-log iterations.
+const SyncScenario& shape_scenario() {
+  static const SyncScenario s = sync_scenarios(gate_fixture()).back();
+  return s;
+}
+
+TEST_P(SyncBudget, TableHasTheSeedsPerCommitShape) {
+  const std::string arm = GetParam();
+  if (on_dp64() && !dp64_arm(arm)) GTEST_SKIP() << "dp64: shape checked for baseline, syncfree, onesync";
+  const int k = commits_of(arm);
+  if (k < 0) GTEST_SKIP() << arm << " is not one of the seed's commits (its own test covers it)";
+  const SyncScenario& s = shape_scenario();
+  const Trace& base = sync_run(s, "baseline").trace;
+  const Trace& t = sync_run(s, arm).trace;
+  const int last = world_size() - 1;
+  std::vector<std::string> bad;
+  for (const IterationRecord& r : t.records) {
+    if (r.iteration == 1) continue;  // not validated; the timers' first-report wait
+    const bool log = r.iteration % s.log_interval == 0;
+    const IterationRecord* b = base.find(r.iteration, r.rank);
+    if (!b) {
+      bad.push_back(fmt::format("iteration {} rank {}: no baseline record", r.iteration, r.rank));
+      continue;
+    }
+    if (k == 0) {
+      std::vector<std::string> every = {"rerun_decision", "nan_check_grad", "update_successful", "grad_norm",
+                                        "num_zeros",      "params_norm",    "loss_scale",        "learning_rate",
+                                        "timers",         "exit_vote"};
+      if (r.rank == last) {
+        every.push_back("nan_check_loss");
+        every.push_back("loss_accum_seed");
+        if (log) every.push_back("loss_report");
+      }
+      for (const std::string& site : every)
+        if (reads(r, site) == 0) bad.push_back(fmt::format("baseline iteration {} rank {}: no read at {}", r.iteration, r.rank, site));
+      for (const char* site : {"batched_log_read", "onesync_read"})
+        if (reads(r, site) != 0) bad.push_back(fmt::format("baseline iteration {} rank {}: reads {}", r.iteration, r.rank, site));
+      continue;
+    }
+    for (int c = 0; c < 5; ++c) {
+      for (const std::string& site : commit_sites()[c]) {
+        int64_t n = reads(r, site), want = c < k ? 0 : reads(*b, site);
+        if (n != want)
+          bad.push_back(fmt::format("{} iteration {} rank {} site {} (commit {}): {} reads, expected {}", arm,
+                                    r.iteration, r.rank, site, c + 1, n, want));
+      }
+    }
+    if (k == 5) {
+      for (const auto& [site, n] : r.reads_per_site)
+        if (n > 0 && site != "rerun_decision" && site != "update_successful" && site != "batched_log_read")
+          bad.push_back(fmt::format("syncfree iteration {} rank {}: reads {} ({})", r.iteration, r.rank, site, n));
+      if ((reads(r, "batched_log_read") > 0) != log)
+        bad.push_back(fmt::format("syncfree iteration {} rank {}: batched_log_read {} at a {} iteration", r.iteration,
+                                  r.rank, reads(r, "batched_log_read"), log ? "log" : "non-log"));
+    }
+  }
+  EXPECT_TRUE(bad.empty()) << arm << " (" << s.key << "): " << bad.size() << " departures from the seed's table"
+                           << first(bad);
+}
+
+INSTANTIATE_TEST_SUITE_P(Arms, SyncBudget, ::testing::ValuesIn(arms_with_baseline()),
+                         [](const auto& info) { return param_name(info.param); });
+
+TEST(SyncBudgetOnesync, AtMostOneReadPerIteration) {
+  std::vector<std::string> bad;
+  int64_t first_waits = 0;
+  for (const SyncScenario& s : sync_scenarios(gate_fixture())) {
+    for (const IterationRecord& r : sync_run(s, "onesync").trace.records) {
+      int64_t total = 0;
+      for (const auto& [site, n] : r.reads_per_site) total += n;
+      int64_t timers = reads(r, "timers");
+      if (r.iteration == 1) first_waits = std::max(first_waits, timers);
+      int64_t counted = r.iteration == 1 ? total - timers : total;
+      if (counted > 1 || reads(r, "onesync_read") != 1)
+        bad.push_back(fmt::format("{} iteration {} rank {}: {} reads ({} at onesync_read, {} at timers)", s.key,
+                                  r.iteration, r.rank, total, reads(r, "onesync_read"), timers));
+    }
+  }
+  EXPECT_TRUE(bad.empty()) << bad.size() << " iterations with more than one read" << first(bad);
+  if (world_rank() == 0)
+    std::printf("onesync: 1 read per iteration; iteration 1 adds the timers' first-report wait: %lld read(s) at "
+                "timers (max over ranks)\n", static_cast<long long>(first_waits));
+}
+
+// Gate power: one hidden read per iteration must break syncfree's budget.
+TEST(GatePower, SyncBudgetRejectsHiddenExtraRead) {
+  auto m = over_budget("defect-extra-read", "syncfree");
+  EXPECT_FALSE(m.empty()) << "the sync budget accepted an arm with a hidden extra read per iteration";
+  if (!m.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first(m, 2).c_str());
+}
+
+}  // namespace
+}  // namespace loopgate
