@@ -142,7 +142,7 @@ void expect_exit_as_computed(const std::string& arm) {
     EXPECT_NE(s.trace.find(want, r), nullptr) << arm << ": rank " << r << " has no record at exit iteration " << want;
 }
 
-TEST(LoggingExitVote, BaselineExitsAtTheFirstIterationPastTheLimitOnEveryRank) {
+TEST(LoggingExit, BaselineExitsAtTheFirstIterationPastTheLimitOnEveryRank) {
   const RunConfig c = exit_config();
   // The configuration must make the vote matter: the fast rank crosses first, the others later than any exit.
   if (world_size() > 1) ASSERT_GT(crossing(c, 0), expected_exit(c, "syncfree"));
@@ -163,7 +163,7 @@ INSTANTIATE_TEST_SUITE_P(Arms, LoggingExit, ::testing::ValuesIn(gate_arms()),
                          [](const auto& info) { return param_name(info.param); });
 
 // Gate power: a batched read that reports the previous log point's grad norm must be rejected.
-TEST(GatePower, LoggingRejectsStaleBatchedRead) {
+TEST(GatePower, LoggingExitRejectsStaleBatchedRead) {
   auto m = compare_fields(clean_run("baseline").trace, clean_run("defect-stale-log").trace, kLoggedFields);
   size_t grad = 0;
   for (const Mismatch& x : m) grad += x.field == "grad_norm";

@@ -82,9 +82,9 @@ std::vector<std::string> accounting_problems(const std::string& arm) {
 
 // ---- tests on real runs ----
 
-class TimerAccounting : public ::testing::TestWithParam<std::string> {};
+class Timers : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(TimerAccounting, EveryIntervalOnceInOrderBoundedDrainedAndSumExact) {
+TEST_P(Timers, EveryIntervalOnceInOrderBoundedDrainedAndSumExact) {
   for (const std::string& arm : {std::string("baseline"), GetParam()}) {
     auto p = accounting_problems(arm);
     EXPECT_TRUE(p.empty()) << join(p);
@@ -93,7 +93,7 @@ TEST_P(TimerAccounting, EveryIntervalOnceInOrderBoundedDrainedAndSumExact) {
 
 // The first report blocks once (it has no earlier value to stand in for it; the log line divides by it), then
 // reports lag without waiting. Eager (host) timers never wait on events; they synchronize at every start/stop.
-TEST_P(TimerAccounting, FirstReportBlocksOnceThenNever) {
+TEST_P(Timers, FirstReportBlocksOnceThenNever) {
   const ScenarioResult& s = clean_run(GetParam());
   const bool deferred = find_arm(GetParam()).timers == SyncMode::kDeferred;
   EXPECT_EQ(s.local.timer_first_report_waits, deferred ? 1 : 0) << GetParam() << ": rank " << world_rank();
@@ -106,7 +106,7 @@ TEST_P(TimerAccounting, FirstReportBlocksOnceThenNever) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Arms, TimerAccounting, ::testing::ValuesIn(gate_arms()),
+INSTANTIATE_TEST_SUITE_P(Arms, Timers, ::testing::ValuesIn(gate_arms()),
                          [](const auto& info) { return param_name(info.param); });
 
 // ---- the registry on a FakeClock ----
@@ -114,13 +114,13 @@ INSTANTIATE_TEST_SUITE_P(Arms, TimerAccounting, ::testing::ValuesIn(gate_arms())
 // 1000 forward-backward windows of (k % 7 + 1)/64 s and 1000 optimizer windows of (k % 5 + 1)/128 s through
 // Timers (device-event kind). The "device" completes nothing for the first 700 windows, so each queue reaches its
 // 1024-event bound and the oldest window is waited for; every interval still comes out once, in order, exact.
-TEST(TimersFakeClock, ThousandIntervalsThroughTheRegistrySumExactlyWithin1024Pending) {
+TEST(Timers, FakeClockThousandIntervalsThroughTheRegistrySumExactlyWithin1024Pending) {
   FakeClock clock(1024.0);
   ClockEventSource events(&clock);
   TimersConfig cfg;
   cfg.kind = TimerKind::kEvent;
   cfg.log_level = 2;
-  Timers timers(cfg, &clock, &events);
+  ::loopgate::Timers timers(cfg, &clock, &events);  // the registry (Timers unqualified is this file's fixture)
   auto& fb = dynamic_cast<EventTimer&>(timers("forward-backward", 1));
   auto& opt = dynamic_cast<EventTimer&>(timers("optimizer", 1));
   const double fb_total = 3997.0 / 64.0;    // 142 * (1+...+7) + (1+...+6) = 3997 sixty-fourths
