@@ -2,8 +2,8 @@
 // reduction order permuted (ReduceOrder::kPermuted, a different permute_seed for every run of every arm),
 // each arm runs 3 times; per iteration and per field (grad norm, num zeros; the logging rank's values), the
 // between-arm difference of the means must be smaller than the within-arm spread (max - min over an arm's
-// runs, the larger of the two arms'), or exactly 0 (fixtures whose order cannot vary: sums of <= 2 terms are
-// commutative, so dp <= 2 gives spread 0 and the rule becomes bit equality).
+// runs, the larger of the two arms'), or exactly 0 (where the order cannot vary, e.g. every group of <= 2 ranks:
+// a sum of 2 terms is commutative, so spread is 0 and the rule becomes bit equality).
 // The LR warmup is 0 here so the first step moves the weights and iteration 2's grad norm sees it.
 // Also shown: that permuted order does make the grad norm vary between runs where dp >= 3 (else no power);
 // and the rule rejects defect-numerics (LR off by 2^-10). Runs: baseline, syncfree, onesync (dp64: baseline,
@@ -122,7 +122,9 @@ TEST(DistributionalOrder, PermutedOrderMakesGradNormVary) {
   if (world_rank() == 0)
     std::printf("%s (dp %d): baseline grad norm spread over %d permuted runs, max over iterations: %s (%.3e)\n",
                 gate_fixture().c_str(), dp, kRuns, hex(max_spread).c_str(), max_spread);
-  if (dp < 3) GTEST_SKIP() << "dp " << dp << ": a sum of <= 2 terms does not depend on order; spread is 0";
+  if (dp < 3)
+    GTEST_SKIP() << "dp " << dp << ": the DP grad sum has <= 2 terms, so its order cannot matter (other groups' "
+                 << "sums may still vary; not required here)";
   EXPECT_GT(max_spread, 0.0) << "permuted reduction order did not change the grad norm at dp " << dp
                              << ": the distributional rule has no spread to compare with";
 }
