@@ -18,13 +18,15 @@ if(LOOPGATE_CUDA AND NOT CUDAToolkit_FOUND)
 endif()
 
 if(CUDAToolkit_FOUND)
-  # NCCL: the toolkit's, else the one inside the runner's PyTorch (site-packages/nvidia/nccl).
-  set(_nccl_hints ${CUDAToolkit_LIBRARY_DIR})
+  # NCCL: the one inside the runner's PyTorch first (LOOPGATE_TORCH_NCCL_DIR = site-packages/nvidia/nccl: the
+  # libnccl.so.2 that LibTorch itself loads), else the toolkit's.
+  set(_nccl_hints)
   if(LOOPGATE_TORCH_NCCL_DIR)
     list(APPEND _nccl_hints ${LOOPGATE_TORCH_NCCL_DIR}/lib)
   endif()
-  find_library(LOOPGATE_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_nccl_hints})
-  find_path(LOOPGATE_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${LOOPGATE_TORCH_NCCL_DIR}/include)
+  list(APPEND _nccl_hints ${CUDAToolkit_LIBRARY_DIR})
+  find_library(LOOPGATE_NCCL_LIBRARY NAMES libnccl.so.2 nccl NAMES_PER_DIR HINTS ${_nccl_hints})
+  find_path(LOOPGATE_NCCL_INCLUDE nccl.h HINTS ${LOOPGATE_TORCH_NCCL_DIR}/include ${CUDAToolkit_INCLUDE_DIRS})
   if(NOT TARGET CUDA::cupti)
     message(STATUS "loopgate: CUDA toolkit ${CUDAToolkit_VERSION} has no CUPTI: the sync counter is not built")
   endif()

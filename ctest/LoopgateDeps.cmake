@@ -11,8 +11,10 @@ if(LOOPGATE_VENDOR_DIR AND EXISTS "${LOOPGATE_VENDOR_DIR}/googletest/CMakeLists.
   set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
   set(BUILD_GMOCK ON CACHE BOOL "" FORCE)
   add_subdirectory(${LOOPGATE_VENDOR_DIR}/googletest ${CMAKE_BINARY_DIR}/_vendor_googletest EXCLUDE_FROM_ALL)
-  add_library(GTest::gtest ALIAS gtest)
-  add_library(GTest::gmock ALIAS gmock)
+  if(NOT TARGET GTest::gtest)  # googletest >= 1.11 defines these aliases itself
+    add_library(GTest::gtest ALIAS gtest)
+    add_library(GTest::gmock ALIAS gmock)
+  endif()
   message(STATUS "loopgate: GoogleTest from ${LOOPGATE_VENDOR_DIR}/googletest")
 else()
   find_package(GTest REQUIRED)

@@ -33,6 +33,12 @@ class CuptiCounterTest : public ::testing::Test {
     cuda_device_synchronize();
     CuptiSyncCounter& c = CuptiSyncCounter::instance();
     if (!c.active() && !c.start()) GTEST_SKIP() << "CUPTI sync counter unavailable: " << c.why();
+    // Pay first-use costs before the host must run ahead of the device: CUPTI's first callbacks, and CUDA's lazy
+    // module loading (cuLibraryLoadData, 50-250 ms on first launch of each kernel) for every kernel the tests use.
+    at::Tensor warm = queue_work(2);
+    Ledger scratch;
+    scratch.read(Site::kGradNorm, warm.select(0, 0).select(0, 0).to(at::kFloat).reshape({1}));
+    cuda_device_synchronize();
     c.reset();
     set_current_iteration(0);
   }

@@ -11,6 +11,7 @@
 
 #include "fixtures/fixtures.h"
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/gpu.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
@@ -133,6 +134,7 @@ RunOptions to_run_options(const RunFlags& f) {
     throw InputError("--reduce-order must be native, fixed or permuted (got '" + f.reduce_order + "')");
   }
   c.comm.permute_seed = static_cast<uint64_t>(f.permute_seed);
+  apply_gpu_flags(gpu_flags(), c);
   return o;
 }
 
@@ -146,6 +148,7 @@ int main(int argc, char** argv) {
   RunFlags rf;
   CLI::App* run = app.add_subcommand("run", "run one arm on one fixture (inside mpirun)");
   add_run_flags(run, rf);
+  add_gpu_flags(run, gpu_flags());
 
   GateOptions go;
   CLI::App* gate = app.add_subcommand("gate", "run every gate on every CPU fixture and print the verdict table");

@@ -11,6 +11,7 @@
 
 #include "fixtures/fixtures.h"
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/gpu.h"
 #include "trainer/common/error.h"
 #include "trainer/instrument/ledger.h"
 
@@ -89,7 +90,9 @@ int cmd_run(const RunOptions& o) {
 
   int code = 0;
   try {
+    cupti_start_if_asked(rank);
     RunResult r = run_arm(o.config, o.arm, MPI_COMM_WORLD);
+    cupti_stop();
     if (!o.quiet) {
       for (const std::string& line : r.log_lines) std::printf(" [%s]%s\n", timestamp().c_str(), line.c_str());
       std::fflush(stdout);
@@ -99,6 +102,7 @@ int cmd_run(const RunOptions& o) {
     if (rank == 0 && o.syncs) {
       print_sync_table(t, 0, o.arm, o.config.fixture);
       if (size > 1) print_sync_table(t, size - 1, o.arm, o.config.fixture);
+      cupti_print(t, 0);
     }
     if (r.exit_code != 0 && rank == size - 1)
       std::fprintf(stderr, "loopgate: fault confirmed by the rerun state machine; exiting with code %d\n", r.exit_code);

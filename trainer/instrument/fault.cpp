@@ -2,6 +2,7 @@
 #include "trainer/instrument/fault.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard (not via ATen.h in LibTorch 2.x)
 
 #include <cerrno>
 #include <cstdlib>

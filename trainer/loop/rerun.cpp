@@ -1,7 +1,10 @@
 // The rerun state machine: modes, banking (eager and deferred), the vote tensor and the decision.
 #include "trainer/loop/rerun.h"
 
+#include "trainer/common/device.h"
+
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard (not via ATen.h in LibTorch 2.x)
 
 #include "trainer/common/error.h"
 
@@ -47,7 +50,8 @@ const char* action_name(Decision::Action action) {
 // ---- the machine ----
 
 RerunStateMachine::RerunStateMachine(RerunConfig config, const at::TensorOptions& flag_options)
-    : config_(config), flag_options_(flag_options.dtype(at::kInt)) {
+    : config_(config),
+      flag_options_(flag_options.dtype(at::kInt).device(flag_options.has_device() ? flag_options.device() : run_device())) {
   flag_ = at::zeros({1}, flag_options_);
 }
 

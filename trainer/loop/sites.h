@@ -114,6 +114,7 @@ class Sites {
   SteadyClock clock_;
   double start_time_ = 0.0;
   std::unique_ptr<ClockEventSource> events_;
+  std::unique_ptr<EventSource> device_events_;  // CUDA events on the GPU tier (timers use them when set)
   std::map<std::string, std::unique_ptr<Timer>> timers_;
   std::vector<TimerInterval> reported_;
   size_t reported_mark_ = 0;  // reported_[mark..] were reported since the last log point

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <memory>
 
+#include "trainer/common/device.h"
 #include "trainer/instrument/ledger.h"
 #include "trainer/instrument/timers.h"
 #include "trainer/loop/sites.h"
@@ -87,9 +88,9 @@ void setup(Loop& L) {
   L.buffer = std::make_unique<GradBuffer>(L.stage.params, L.groups.dp, bcfg);
   L.adam = std::make_unique<Adam>(L.stage.params, AdamConfig{}, L.stage.coord.tp, L.stage.is_first_stage());
   if (cfg.dynamic_loss_scale) {
-    L.scaler = std::make_unique<DynamicGradScaler>(cfg.dynamic_scaler, c10::kCPU);
+    L.scaler = std::make_unique<DynamicGradScaler>(cfg.dynamic_scaler, run_device());
   } else if (cfg.loss_scale > 0) {
-    L.scaler = std::make_unique<ConstantGradScaler>(cfg.loss_scale, c10::kCPU);
+    L.scaler = std::make_unique<ConstantGradScaler>(cfg.loss_scale, run_device());
   }
   SchedulerIters si = cfg.schedule;
   si.train_iters = cfg.train_iters;
@@ -171,7 +172,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   bool update_successful = false;
   if (L.arm.one_read) {
     LogInputs in = log_inputs(L, out, log_point);
-    at::Tensor us = out.step.update_successful.defined() ? out.step.update_successful : at::zeros({1}, at::kBool);
+    at::Tensor us = out.step.update_successful.defined() ? out.step.update_successful : at::zeros({1}, on_run_device(at::kBool));
     out.one_read = L.sites.one_read_resolve(us, in);
     out.decision = L.rerun.decide(out.one_read.at("vote"));
     update_successful = out.one_read.at("update_successful") != 0.0 && out.decision.proceed();
@@ -194,7 +195,7 @@ LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point) {
   in.loss = s.loss;
   in.grad_norm = s.step.grad_norm;
   in.num_zeros = s.step.num_zeros;
-  in.loss_scale = get_loss_scale(L.scaler.get(), c10::kCPU);
+  in.loss_scale = get_loss_scale(L.scaler.get(), run_device());
   if (L.cfg.log_params_norm)
     in.params_norm = calc_params_l2_norm(L.stage.params, *L.groups.mp, L.stage.coord.tp, L.stage.is_first_stage());
   in.learning_rate = L.scheduler->get_lr();

@@ -4,6 +4,7 @@
 // --micro-batch-size/--global-batch-size, --untie-embeddings-and-output-weights (inverted here).
 #pragma once
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 
@@ -22,7 +23,8 @@ struct ModelConfig {
   uint64_t init_seed = 1234;
   double init_std = 0.02;
   bool tie_embeddings = true;  // Megatron default: output layer shares the word embedding
-  at::ScalarType dtype = at::kFloat;
+  at::ScalarType dtype = at::kFloat;  // params (bf16 on the GPU tier; Adam keeps fp32 main params)
+  c10::Device device{c10::kCPU};       // where params, activations and data live
 
   int ffn_size() const { return ffn > 0 ? ffn : 4 * hidden; }
   int head_dim() const { return hidden / heads; }

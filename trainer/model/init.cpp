@@ -101,7 +101,7 @@ namespace {
 Param make_param(const ParamSpec& spec, const at::Tensor& shard, const ModelConfig& cfg, const Layout& layout) {
   Param p;
   p.name = spec.name;
-  p.value = shard.to(cfg.dtype).detach();
+  p.value = shard.to(cfg.device, cfg.dtype).detach();  // CPU float: no copy
   p.value.set_requires_grad(true);
   p.tp_sharded = spec.tp_dim >= 0 && layout.tp() > 1;
   p.tp_dim = p.tp_sharded ? spec.tp_dim : -1;

@@ -120,7 +120,8 @@ GradBuffer::GradBuffer(const Params& params, CommPtr dp, GradBufferConfig config
       bucket_start = total;
     }
   }
-  s.data = at::zeros({total}, at::TensorOptions().dtype(at::kFloat));
+  const c10::Device device = n > 0 ? params[0].value.device() : c10::Device(c10::kCPU);
+  s.data = at::zeros({total}, at::TensorOptions().dtype(at::kFloat).device(device));  // fp32 grads
   for (auto [start, len] : bucket_ranges) s.bucket_views.push_back(s.data.narrow(0, start, len));
   for (int i = 0; i < n; ++i) {
     const at::Tensor& p = params[i].value;

@@ -35,7 +35,8 @@ void allreduce_word_embedding_grads(GptStage& st, GradBuffer& grads) {
     if (st.params[i].embedding_tied) g = grads.param_grad(static_cast<int>(i));
   if (!g.defined()) {
     LG_CHECK(!st.is_first_stage() && !st.is_last_stage(), "stage {} lacks its tied embedding param", st.coord.pp);
-    g = at::zeros({st.cfg.vocab / st.layout.tp(), st.cfg.hidden}, at::TensorOptions().dtype(at::kFloat));
+    g = at::zeros({st.cfg.vocab / st.layout.tp(), st.cfg.hidden},
+                  at::TensorOptions().dtype(at::kFloat).device(st.cfg.device));
   }
   st.groups.pp->all_reduce(g);
 }

@@ -103,7 +103,7 @@ at::Tensor backward_step(Run& r, int mb, const at::Tensor& input, const at::Tens
 
 at::Tensor activation_buffer(const Run& r) {
   return at::empty(gpt_activation_shape(r.st, static_cast<int>(r.batch.microbatches.at(0).tokens.size(1))),
-                   at::TensorOptions().dtype(r.st.cfg.dtype));
+                   at::TensorOptions().dtype(r.st.cfg.dtype).device(r.st.cfg.device));
 }
 
 at::Tensor recv_forward(Run& r) {

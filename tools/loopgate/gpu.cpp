@@ -1,0 +1,92 @@
+// `loopgate run`'s GPU flags and the CUPTI table beside the ledger's (tools/loopgate/gpu.h).
+#include "tools/loopgate/gpu.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "trainer/common/error.h"
+#include "trainer/instrument/ledger.h"
+#if LOOPGATE_HAS_CUDA
+#include "trainer/instrument/cupti_counter.h"
+#endif
+
+namespace loopgate {
+
+GpuFlags& gpu_flags() {
+  static GpuFlags flags;
+  return flags;
+}
+
+void add_gpu_flags(CLI::App* run, GpuFlags& f) {
+  run->add_option("--device", f.device, "cpu | cuda (cuda: NCCL, one GPU per rank, bf16 params)");
+  run->add_option("--params-dtype", f.params_dtype, "fp32 | bf16 (default: fp32 on cpu, bf16 on cuda)");
+  run->add_flag("--cupti", f.cupti, "count real host syncs with CUPTI and print them beside the ledger's");
+}
+
+void apply_gpu_flags(const GpuFlags& f, RunConfig& c) {
+  LG_INPUT_CHECK(f.device == "cpu" || f.device == "cuda", "--device must be cpu or cuda (got '{}')", f.device);
+  c.model.device = f.device == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
+  std::string dtype = f.params_dtype.empty() ? (f.device == "cuda" ? "bf16" : "fp32") : f.params_dtype;
+  LG_INPUT_CHECK(dtype == "fp32" || dtype == "bf16", "--params-dtype must be fp32 or bf16 (got '{}')", dtype);
+  c.model.dtype = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  LG_INPUT_CHECK(!f.cupti || f.device == "cuda", "--cupti needs --device cuda");
+}
+
+void cupti_start_if_asked(int rank) {
+  if (!gpu_flags().cupti) return;
+#if LOOPGATE_HAS_CUDA
+  CuptiSyncCounter& c = CuptiSyncCounter::instance();
+  set_current_iteration(-1);  // setup: the ledger's first begin_iteration(0) is Megatron's iteration 1
+  if (!c.start() && rank == 0) std::printf("loopgate: --cupti: CUPTI sync counter unavailable: %s\n", c.why().c_str());
+#else
+  if (rank == 0) std::printf("loopgate: --cupti: this loopgate was built without the GPU tier\n");
+#endif
+}
+
+void cupti_stop() {
+#if LOOPGATE_HAS_CUDA
+  if (gpu_flags().cupti) CuptiSyncCounter::instance().set_paused(true);
+#endif
+}
+
+void cupti_print(const Trace& t, int rank) {
+#if LOOPGATE_HAS_CUDA
+  CuptiSyncCounter& c = CuptiSyncCounter::instance();
+  if (!gpu_flags().cupti || !c.active()) return;
+  std::vector<int64_t> its;
+  for (int64_t it : t.iterations()) its.push_back(it);
+  // The ledger keys iteration N's reads under N-1 (begin_iteration before Megatron's increment): shift.
+  SyncTable table;
+  for (auto& [key, sites] : c.table()) table[key + 1] = sites;
+  std::printf("%s", format_sync_table(table, "CUPTI host syncs (cu*Synchronize + sync memcpys) per site per iteration, "
+                                             "rank " + std::to_string(rank) + " (setup = iteration 0, not shown)",
+                                      its).c_str());
+  // ledger == CUPTI, per site over the shown iterations (diagnostic checksums are outside the ledger's count)
+  std::map<std::string, int64_t> ledger, cupti;
+  for (int64_t it : its) {
+    if (const IterationRecord* r = t.find(it, rank))
+      for (const auto& [site, n] : r->reads_per_site) ledger[site] += n;
+    auto row = table.find(it);
+    if (row != table.end())
+      for (const auto& [site, tally] : row->second) cupti[site] += tally.syncs();
+  }
+  int64_t mismatches = 0;
+  for (Site s : all_sites()) {
+    const std::string name = site_name(s);
+    if (ledger[name] != cupti[name]) {
+      ++mismatches;
+      std::printf("  ledger != CUPTI at %s: ledger %lld, CUPTI %lld\n", name.c_str(),
+                  static_cast<long long>(ledger[name]), static_cast<long long>(cupti[name]));
+    }
+  }
+  std::printf("ledger vs CUPTI over %zu iteration(s): %s\n", its.size(),
+              mismatches == 0 ? "every ledger site agrees" : "MISMATCH (see above)");
+  std::printf("%s", format_driver_calls(c.driver_calls(), 10).c_str());
+#else
+  (void)t;
+  (void)rank;
+#endif
+}
+
+}  // namespace loopgate

@@ -1,0 +1,31 @@
+// The GPU tier's flags of `loopgate run` and its CUPTI report (kept apart from main.cpp / run.cpp, which call
+// these hooks): --device cpu|cuda (cuda: NCCL groups, this rank's GPU, bf16 params), --params-dtype, and
+// --cupti (the in-process CUPTI sync counter; its per-site per-iteration table printed beside the ledger's).
+#pragma once
+#include <string>
+
+#include "trainer/loop/train.h"
+
+namespace CLI {
+class App;
+}
+
+namespace loopgate {
+
+struct GpuFlags {
+  std::string device = "cpu";
+  std::string params_dtype;  // fp32 | bf16; default fp32 on cpu, bf16 on cuda
+  bool cupti = false;
+};
+GpuFlags& gpu_flags();  // the process's parsed flags
+
+void add_gpu_flags(CLI::App* run, GpuFlags& flags);
+void apply_gpu_flags(const GpuFlags& flags, RunConfig& config);  // InputError on bad values
+
+// --cupti: start before the run (a one-line note on rank 0 and no table when CUPTI cannot subscribe),
+// stop right after it (before the Trace gather), print on rank 0 beside the ledger's table.
+void cupti_start_if_asked(int rank);
+void cupti_stop();
+void cupti_print(const Trace& trace, int rank);
+
+}  // namespace loopgate
