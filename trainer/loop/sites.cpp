@@ -12,15 +12,20 @@
 #include <cmath>
 #include <limits>
 
+#include "trainer/common/device.h"
 #include "trainer/common/error.h"
 #include "trainer/loop/train.h"
 #include "trainer/optim/clip_grads.h"
+#if LOOPGATE_HAS_CUDA
+#include "trainer/instrument/device_cuda.h"
+#endif
 
 namespace loopgate {
 namespace {
 
-const at::TensorOptions kF32 = at::TensorOptions().dtype(at::kFloat);
-const at::TensorOptions kF64 = at::TensorOptions().dtype(at::kDouble);
+// On the run's device (trainer/common/device.h): CPU unless the run is on a GPU.
+at::TensorOptions f32() { return on_run_device(at::kFloat); }
+at::TensorOptions f64() { return on_run_device(at::kDouble); }
 const char* const kLevel1Timers[] = {"forward-backward", "optimizer"};
 constexpr const char* kIntervalTimer = "interval-time";
 
@@ -36,7 +41,7 @@ void Bundle::add(const std::string& key, const at::Tensor& value) {
 
 void Bundle::add_host(const std::string& key, double value) {
   keys_.push_back(key);
-  values_.push_back(at::full({1}, value, kF64));  // a kernel argument, not a copy: no sync
+  values_.push_back(at::full({1}, value, f64()));  // a kernel argument, not a copy: no sync
 }
 
 void Bundle::add_absent(const std::string& key) { add_host(key, -std::numeric_limits<double>::infinity()); }
@@ -62,14 +67,22 @@ Sites::Sites(const Arm& arm, const RunConfig& config, Ledger& ledger, ProcessGro
   events_ = std::make_unique<ClockEventSource>(&clock_, /*auto_complete=*/false);
   ClockEventSource* ev = events_.get();
   events_->set_completion([ev](int64_t id) { return id + 2 < ev->recorded(); });
+#if LOOPGATE_HAS_CUDA
+  if (run_device().is_cuda()) device_events_ = make_cuda_event_source();  // GPU: real device events
+#endif
+  EventSource* timer_events = device_events_ ? device_events_.get() : events_.get();
   auto make = [&](const std::string& name) -> std::unique_ptr<Timer> {
-    if (arm_.timers == SyncMode::kDeferred) return std::make_unique<EventTimer>(name, events_.get());
-    return std::make_unique<HostTimer>(name, &clock_, groups_.world.get(),
-                                       [this] { ledger_.record_sync(Site::kTimers); });
+    if (arm_.timers == SyncMode::kDeferred) return std::make_unique<EventTimer>(name, timer_events);
+    return std::make_unique<HostTimer>(name, &clock_, groups_.world.get(), [this] {
+      ledger_.record_sync(Site::kTimers);
+#if LOOPGATE_HAS_CUDA
+      if (run_device().is_cuda()) cuda_device_synchronize();  // torch.cuda.synchronize()
+#endif
+    });
   };
   for (const char* name : kLevel1Timers) timers_[name] = make(name);
   timers_[kIntervalTimer] = make(kIntervalTimer);
-  nan_count_ = at::zeros({1}, kF32);
+  nan_count_ = at::zeros({1}, f32());
 }
 
 Sites::~Sites() = default;
@@ -85,7 +98,7 @@ double Sites::reduce_max_stat_eager(Site site, const at::Tensor& stat) {
 // reduce_max_stat on a host float: torch.tensor([x], float32) (H2D), MAX over TP x PP, then `.item() == -1`
 // and `return .item()`: two reads.
 double Sites::reduce_max_stat_host(Site site, double local) {
-  at::Tensor t = ledger_.device_scalar(site, local, kF32);
+  at::Tensor t = ledger_.device_scalar(site, local, f32());
   groups_.mp->all_reduce(t, ReduceOp::kMax);
   read_scalar(site, t);
   return read_scalar(site, t);
@@ -109,7 +122,7 @@ Decision Sites::rerun_decision(RerunStateMachine& rerun) {
   if (!rerun.needs_vote()) return rerun.decide(0.0);
   at::Tensor vote;
   if (arm_.nan_check == SyncMode::kEager) {
-    vote = ledger_.device_scalar(Site::kRerunDecision, rerun.host_flag() ? 1.0 : 0.0, kF32);  // torch.tensor([b])
+    vote = ledger_.device_scalar(Site::kRerunDecision, rerun.host_flag() ? 1.0 : 0.0, f32());  // torch.tensor([b])
   } else {
     vote = rerun.decision_tensor().to(at::kFloat).clone();  // banked verdicts ride the same all-reduce
   }
@@ -125,7 +138,7 @@ bool Sites::update_successful(const at::Tensor& local, bool has_scaler) {
     // Megatron: optimizer.step returned a Python bool (found_inf.item() with a scaler), then
     // torch.tensor([update_successful]) (pageable H2D), MIN over TP x PP, .item().
     double host = has_scaler ? read_scalar(Site::kUpdateSuccessful, local) : 1.0;
-    t = ledger_.device_scalar(Site::kUpdateSuccessful, host, kF32);
+    t = ledger_.device_scalar(Site::kUpdateSuccessful, host, f32());
   } else {
     t = local.to(at::kFloat).reshape({1}).clone();
   }
@@ -203,7 +216,7 @@ std::map<std::string, double> Sites::timer_values_eager(bool reset) {
     values.push_back(timer->elapsed(reset, /*barrier=*/name == kIntervalTimer));
     for (TimerInterval& t : timer->take_reported()) reported_.push_back(t);
   }
-  at::Tensor local = at::empty({1, static_cast<int64_t>(values.size())}, kF64);
+  at::Tensor local = at::empty({1, static_cast<int64_t>(values.size())}, f64());
   for (size_t i = 0; i < values.size(); ++i) local[0][i].fill_(values[i]);
   std::vector<double> all = ledger_.read(Site::kTimers, groups_.world->all_gather(local));
   std::map<std::string, double> out;
@@ -261,7 +274,7 @@ bool Sites::exit_flag_local(int64_t iteration) const {
 bool Sites::exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) {
   if (config_.exit_duration_in_mins <= 0) return false;
   if (arm_.exit_vote == SyncMode::kDeferred) return log_point && log.exit_vote;
-  at::Tensor done = ledger_.device_scalar(Site::kExitVote, exit_flag_local(iteration) ? 1.0 : 0.0, kF32);
+  at::Tensor done = ledger_.device_scalar(Site::kExitVote, exit_flag_local(iteration) ? 1.0 : 0.0, f32());
   groups_.world->all_reduce(done, ReduceOp::kMax);
   return read_scalar(Site::kExitVote, done) != 0.0;
 }
@@ -282,7 +295,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
       if (arm_.one_read) {
         total_loss_host_ = total_loss_host_ + static_cast<float>(pre("loss"));  // the same fp32 add
       } else {
-        at::Tensor seed = eager_scalars ? ledger_.device_scalar(Site::kLossAccumSeed, 0.0, kF32) : at::zeros({1}, kF32);
+        at::Tensor seed = eager_scalars ? ledger_.device_scalar(Site::kLossAccumSeed, 0.0, f32()) : at::zeros({1}, f32());
         total_loss_ = (has_total_loss_ ? total_loss_ : seed) + in.loss;
       }
       has_total_loss_ = true;
@@ -332,7 +345,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
       bundle.add("nan_count", nan_count_);
     }
     // The LR rides the read as the same float32 that reduce_max_stat would have made of it.
-    if (!eager_scalars) bundle.add("lr", at::full({1}, lr, kF32));
+    if (!eager_scalars) bundle.add("lr", at::full({1}, lr, f32()));
     if (arm_.timers == SyncMode::kDeferred) add_timer_values(bundle, reset);
     if (arm_.exit_vote == SyncMode::kDeferred && config_.exit_duration_in_mins > 0)
       bundle.add_host("exit", exit_flag_local(in.iteration) ? 1.0 : 0.0);
@@ -367,7 +380,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
     }
     loss_avg = total / static_cast<double>(std::max<int64_t>(1, advanced_));
     if (reset) {
-      total_loss_ = eager_scalars ? ledger_.device_scalar(Site::kLossAccumSeed, 0.0, kF32) : at::zeros({1}, kF32);
+      total_loss_ = eager_scalars ? ledger_.device_scalar(Site::kLossAccumSeed, 0.0, f32()) : at::zeros({1}, f32());
       if (eager_stats) ledger_.record_sync(Site::kLossReport);  // the reseed's pageable copy
       total_loss_host_ = 0.0f;
     }
