@@ -115,7 +115,7 @@ INSTANTIATE_TEST_SUITE_P(Arms, Distributional, ::testing::ValuesIn(dist_arms()),
                          [](const auto& info) { return param_name(info.param); });
 
 // Power precondition: the permuted order must make the grad norm vary run to run where it can (dp >= 3).
-TEST(DistributionalOrder, PermutedOrderMakesGradNormVary) {
+TEST(Distributional, PermutedOrderMakesGradNormVary) {
   int dp = world_size() / (gate_config().layout.tp * gate_config().layout.pp);
   double max_spread = 0;
   for (int64_t it = 1; it <= dist_iters(); ++it) max_spread = std::max(max_spread, stat_of("baseline", it, "grad_norm").spread());

@@ -176,7 +176,7 @@ TEST_P(SyncBudget, TableHasTheSeedsPerCommitShape) {
 INSTANTIATE_TEST_SUITE_P(Arms, SyncBudget, ::testing::ValuesIn(arms_with_baseline()),
                          [](const auto& info) { return param_name(info.param); });
 
-TEST(SyncBudgetOnesync, AtMostOneReadPerIteration) {
+TEST(SyncBudget, OnesyncAtMostOneReadPerIteration) {
   std::vector<std::string> bad;
   int64_t first_waits = 0;
   for (const SyncScenario& s : sync_scenarios(gate_fixture())) {
