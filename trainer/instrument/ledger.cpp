@@ -1,6 +1,8 @@
 // The host-read ledger: counting, recording, and the source scan that keeps loop code honest.
 #include "trainer/instrument/ledger.h"
 
+#include <map>
+
 #include <ATen/ATen.h>
 
 #include <cstring>
@@ -175,12 +177,19 @@ uint64_t tensor_checksum(const std::vector<at::Tensor>& tensors) {
       h *= 1099511628211ull;
     }
   };
+  // One device-to-host copy per dtype rather than one per tensor: on a GPU every copy is a sync.
+  std::map<at::ScalarType, std::vector<at::Tensor>> flat;
+  for (const at::Tensor& t : tensors) flat[t.scalar_type()].push_back(t.detach().reshape({-1}));
+  std::map<at::ScalarType, at::Tensor> host;
+  std::map<at::ScalarType, int64_t> offset;
+  for (auto& [dtype, parts] : flat) host[dtype] = at::cat(parts).to(at::kCPU).contiguous();
   for (const at::Tensor& t : tensors) {
-    at::Tensor host = t.detach().to(at::kCPU).contiguous();
-    int64_t dtype = static_cast<int64_t>(host.scalar_type());
+    at::Tensor slice = host[t.scalar_type()].narrow(0, offset[t.scalar_type()], t.numel());
+    offset[t.scalar_type()] += t.numel();
+    int64_t dtype = static_cast<int64_t>(t.scalar_type());
     mix(&dtype, sizeof dtype);
-    for (int64_t d : host.sizes()) mix(&d, sizeof d);
-    mix(host.data_ptr(), host.numel() * host.element_size());
+    for (int64_t d : t.sizes()) mix(&d, sizeof d);
+    mix(slice.data_ptr(), slice.numel() * slice.element_size());
   }
   return h;
 }

@@ -380,8 +380,8 @@ LogOutputs Sites::training_log(const LogInputs& in) {
     }
     loss_avg = total / static_cast<double>(std::max<int64_t>(1, advanced_));
     if (reset) {
+      // Megatron reseeds with torch.tensor([0.0], device): a device-scalar construction, commit 3's site.
       total_loss_ = eager_scalars ? ledger_.device_scalar(Site::kLossAccumSeed, 0.0, f32()) : at::zeros({1}, f32());
-      if (eager_stats) ledger_.record_sync(Site::kLossReport);  // the reseed's pageable copy
       total_loss_host_ = 0.0f;
     }
   }
