@@ -9,7 +9,10 @@
 // the scheduler's double (Megatron does the same), so the loop is compared with float(golden); the golden
 // doubles themselves are checked bit for bit against the scheduler port by `loopgate golden --check`.
 // On dp64 (64 ranks on 2 cores) the scenario runs 8 iterations against the golden prefix (the skip at 4
-// included), for the baseline, syncfree and onesync only; the per-style cases are skipped there.
+// included), for the baseline, syncfree and onesync only; the per-style cases are skipped there. On pp2tp2dp2
+// (8 ranks on 2 cores, ~50 ms an iteration) the per-style cases run on the smaller fixtures only (the same
+// scheduler and loop code; the layout only sets the global batch) and the 200-iteration cross-arm sequence
+// runs for baseline, syncfree and onesync; this is printed in the test output.
 // Power: defect-lr-on-skip (the scheduler advances on a skipped step) is rejected.
 // Also here: GoldenValues — the fixture's baseline against golden/<fixture>/golden_values_cpu.json (exact bits
 // when the recorded environment matches this one, Megatron's tolerances otherwise; golden/README.md).
@@ -31,6 +34,7 @@ int64_t lr_iters() { return on_dp64() ? 8 : gate_iters(kLrIterations); }
 std::string golden_dir() { return harness_arg("golden_dir", default_golden_dir()); }
 const LrCase& skip_case() { return find_lr_case("cosine-skipped-steps"); }
 bool dp64_arm(const std::string& arm) { return arm == "baseline" || arm == "syncfree" || arm == "onesync"; }
+bool on_big_fixture() { return world_size() > 2; }  // pp2tp2dp2 and dp64: the reduced set above
 
 const nlohmann::json& lr_golden() {
   static const nlohmann::json j = read_json_file(golden_dir() + "/lr_sequences.json");
@@ -76,7 +80,7 @@ std::string first(const std::vector<std::string>& v, size_t n = 8) {
 // ---- every style, warmup edge case and skip pattern: the baseline loop against the golden sequence ----
 TEST(LrSchedule, EveryStyleAndWarmupCaseBaselineLoopEqualsGolden) {
   for (const LrCase& c : lr_cases()) {
-    if (on_dp64() && c.name != skip_case().name) continue;
+    if (on_big_fixture() && c.name != skip_case().name) continue;
     auto m = lr_vs_golden(lr_run(c, "baseline").trace, c);
     EXPECT_TRUE(m.empty()) << c.name << ": " << m.size() << " differences over " << lr_iters() << " iterations"
                            << first(m);
@@ -84,14 +88,17 @@ TEST(LrSchedule, EveryStyleAndWarmupCaseBaselineLoopEqualsGolden) {
       std::printf("%s: %lld iterations equal to golden (global batch %d)\n", c.name.c_str(),
                   static_cast<long long>(lr_iters()), gate_config().data.global_batch);
   }
-  if (on_dp64() && world_rank() == 0) std::printf("dp64: only the skipped-steps case runs (8 iterations)\n");
+  if (on_big_fixture() && world_rank() == 0)
+    std::printf("%s: only the skipped-steps case runs here (%lld iterations); every style runs on single, tp2sp, pp2\n",
+                gate_fixture().c_str(), static_cast<long long>(lr_iters()));
 }
 
 // ---- each candidate arm: bit-identical to the baseline, and to golden, with skipped steps ----
 class LrSchedule : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LrSchedule, SequenceBitIdenticalToBaselineAndGoldenWithSkippedSteps) {
-  if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: LR runs for baseline, syncfree, onesync only";
+  if (on_big_fixture() && !dp64_arm(GetParam()))
+    GTEST_SKIP() << gate_fixture() << ": LR runs for baseline, syncfree, onesync only (all arms on single, tp2sp, pp2)";
   if (on_dp64() && world_rank() == 0)
     std::printf("dp64: LR scenario shortened to %lld iterations, compared with the golden prefix\n",
                 static_cast<long long>(lr_iters()));

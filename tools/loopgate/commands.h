@@ -40,6 +40,9 @@ struct GoldenOptions {
 };
 int cmd_golden(const GoldenOptions& options);
 
+// Sets the Open MPI environment a root, oversubscribed container needs before launching mpiexec.
+void set_mpi_launch_env();
+
 // Prints one line "loopgate: error: ..." on rank 0 (or everywhere outside MPI) and returns 2.
 int input_error(const std::string& what);
 bool is_rank_zero_env();

@@ -234,6 +234,18 @@ void write_junit(const std::string& path, const std::vector<FixtureRun>& runs) {
 
 }  // namespace
 
+// Ranks run as root, oversubscribed, in containers (reference/cpu-build-and-run.md §6); the user's own
+// settings win.
+void set_mpi_launch_env() {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+  setenv("OMP_NUM_THREADS", "1", 0);
+  setenv("ATEN_CPU_CAPABILITY", "avx2", 0);
+}
+
 int cmd_gate(const GateOptions& o_in) {
   GateOptions o = o_in;
   // Validate everything before launching anything.
@@ -255,14 +267,7 @@ int cmd_gate(const GateOptions& o_in) {
   struct stat st;
   LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0, "gate suites executable not found at {} (build it: cmake --build --preset cpu)",
                  o.suites_exe);
-  // Ranks run as root, oversubscribed, in containers (reference/cpu-build-and-run.md §6).
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
-  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
-  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
-  setenv("OMP_NUM_THREADS", "1", 0);
-  setenv("ATEN_CPU_CAPABILITY", "avx2", 0);
+  set_mpi_launch_env();
   setenv("GTEST_COLOR", "no", 1);
 
   char tmpl[] = "/tmp/loopgate-gate-XXXXXX";

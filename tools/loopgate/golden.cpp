@@ -199,6 +199,7 @@ int check(const GoldenOptions& o) {
 }  // namespace
 
 int cmd_golden(const GoldenOptions& o) {
+  set_mpi_launch_env();
   if (!o.capture_dir.empty()) return capture(o);
   if (o.check == o.update) return input_error("golden: give exactly one of --check or --update");
   return o.update ? update(o) : check(o);

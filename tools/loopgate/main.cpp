@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "fixtures/fixtures.h"
+#include "fixtures/golden.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
 #include "trainer/common/error.h"
@@ -166,7 +167,8 @@ int main(int argc, char** argv) {
   golden->add_flag("--check", gd.check);
   golden->add_flag("--update", gd.update);
   golden->add_option("--fixture", gd.fixtures);
-  golden->add_option("--golden-dir", gd.golden_dir);
+  gd.golden_dir = default_golden_dir();  // the source tree's golden/, wherever loopgate is run from
+  golden->add_option("--golden-dir", gd.golden_dir, "golden values folder (default: the source tree's golden/)");
   golden->add_option("--mpiexec", gd.mpiexec);
   golden->add_option("--capture", gd.capture_dir)->group("");  // internal: the per-fixture MPI worker of --update
 
