@@ -19,9 +19,11 @@ fi
 F='Arms/Equivalence.*:GatePower.Equivalence*:Arms/NanDetection.*:NanDetection.*:GatePower.NanDetection*'
 F+=':Arms/Timers.*:Timers.*:GatePower.Timers*:Arms/LoggingExit.*:LoggingExit.*:GatePower.LoggingExit*'
 F+=':Arms/SyncBudget.*:SyncBudget.*:GatePower.SyncBudget*'
+F="${GATES_FILTER:-$F}"  # e.g. only the equivalence gate
 ngpu="$(nvidia-smi -L | wc -l)"
 fixtures="single"
 [ "$ngpu" -ge 2 ] && fixtures="tp2sp pp2 single"
+fixtures="${GATES_FIXTURES:-$fixtures}"
 rc=0
 for fx in $fixtures; do
   np=1; [ "$fx" != single ] && np=2

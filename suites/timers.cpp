@@ -96,14 +96,31 @@ TEST_P(Timers, EveryIntervalOnceInOrderBoundedDrainedAndSumExact) {
 TEST_P(Timers, FirstReportBlocksOnceThenNever) {
   const ScenarioResult& s = clean_run(GetParam());
   const bool deferred = find_arm(GetParam()).timers == SyncMode::kDeferred;
-  EXPECT_EQ(s.local.timer_first_report_waits, deferred ? 1 : 0) << GetParam() << ": rank " << world_rank();
+  // CPU events lag by construction, so the first report must wait exactly once. Real device events may already
+  // be complete when the first report comes (the device was not behind): then it waits at most once. Either
+  // way no later report waits, and the first line has a time to divide by.
+  const bool events_lag_by_construction = !gate_config().model.device.is_cuda();
+  const int64_t first = deferred ? 1 : 0;
+  if (events_lag_by_construction) {
+    EXPECT_EQ(s.local.timer_first_report_waits, first) << GetParam() << ": rank " << world_rank();
+  } else {
+    EXPECT_LE(s.local.timer_first_report_waits, first) << GetParam() << ": rank " << world_rank();
+  }
   if (!deferred) return;
   for (const IterationRecord& rec : s.trace.records) {
     auto it = rec.reads_per_site.find("timers");
     const int64_t waits = it == rec.reads_per_site.end() ? 0 : it->second;
-    EXPECT_EQ(waits, rec.iteration == 1 ? 1 : 0)
-        << GetParam() << ": iteration " << rec.iteration << " rank " << rec.rank << ": timers waits";
+    if (rec.iteration == 1 && !events_lag_by_construction) {
+      EXPECT_LE(waits, 1) << GetParam() << ": iteration 1 rank " << rec.rank << ": timers waits";
+    } else {
+      EXPECT_EQ(waits, rec.iteration == 1 ? 1 : 0)
+          << GetParam() << ": iteration " << rec.iteration << " rank " << rec.rank << ": timers waits";
+    }
   }
+  const std::vector<TimerInterval>& all = s.local.all_timer_intervals;
+  bool interval_reported = false;
+  for (const TimerInterval& t : all) interval_reported = interval_reported || (t.name == "interval-time" && t.seconds > 0);
+  EXPECT_TRUE(interval_reported) << GetParam() << ": no positive interval-time interval was reported";
 }
 
 INSTANTIATE_TEST_SUITE_P(Arms, Timers, ::testing::ValuesIn(gate_arms()),
