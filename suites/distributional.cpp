@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fixtures/compare.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -89,12 +90,6 @@ std::vector<std::string> violations(const std::string& arm, bool print) {
   return out;
 }
 
-std::string first(const std::vector<std::string>& v, size_t n = 6) {
-  std::string s;
-  for (size_t i = 0; i < v.size() && i < n; ++i) s += "\n  " + v[i];
-  return s;
-}
-
 std::vector<std::string> dist_arms() {
   std::vector<std::string> a;
   for (const std::string& c : candidate_arms())
@@ -108,7 +103,7 @@ TEST_P(Distributional, BetweenArmMeanDifferenceWithinSpreadUnderPermutedOrder) {
   if (on_dp64() && GetParam() == "onesync") GTEST_SKIP() << "dp64: baseline and syncfree only (60 s budget)";
   auto v = violations(GetParam(), true);
   EXPECT_TRUE(v.empty()) << GetParam() << ": " << v.size() << " violations over " << kRuns << " runs per arm"
-                         << first(v);
+                         << first_lines(v);
 }
 
 INSTANTIATE_TEST_SUITE_P(Arms, Distributional, ::testing::ValuesIn(dist_arms()),
@@ -133,7 +128,7 @@ TEST(Distributional, PermutedOrderMakesGradNormVary) {
 TEST(GatePower, DistributionalRejectsPerturbedNumerics) {
   auto v = violations("defect-numerics", true);
   EXPECT_FALSE(v.empty()) << "the distributional rule accepted an arm whose LR is off by 2^-10";
-  if (!v.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first(v, 2).c_str());
+  if (!v.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first_lines(v, 2).c_str());
 }
 
 }  // namespace

@@ -20,16 +20,6 @@ namespace {
 const std::vector<std::string> kLoggedFields = {"lm_loss", "grad_norm", "num_zeros", "params_norm", "learning_rate",
                                                 "loss_scale"};
 
-bool heavy_fixture() { return gate_fixture() == "dp64"; }  // ~3.5 s per iteration: fewer arms, shorter runs
-
-std::vector<std::string> gate_arms() {
-  if (!heavy_fixture()) return candidate_arms();
-  std::vector<std::string> out;
-  for (const std::string& a : candidate_arms())
-    if (a == "syncfree" || a == "onesync") out.push_back(a);
-  return out;
-}
-
 // ---- scenarios ----
 
 const ScenarioResult& log3_run(const std::string& arm) {  // log points 1, 3, 6 (dp64: 1, 3)

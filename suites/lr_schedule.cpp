@@ -70,20 +70,13 @@ std::vector<std::string> lr_vs_golden(const Trace& t, const LrCase& c) {
   return out;
 }
 
-std::string first(const std::vector<std::string>& v, size_t n = 8) {
-  std::string s;
-  for (size_t i = 0; i < v.size() && i < n; ++i) s += "\n  " + v[i];
-  if (v.size() > n) s += fmt::format("\n  ... {} more", v.size() - n);
-  return s;
-}
-
 // ---- every style, warmup edge case and skip pattern: the baseline loop against the golden sequence ----
 TEST(LrSchedule, EveryStyleAndWarmupCaseBaselineLoopEqualsGolden) {
   for (const LrCase& c : lr_cases()) {
     if (on_big_fixture() && c.name != skip_case().name) continue;
     auto m = lr_vs_golden(lr_run(c, "baseline").trace, c);
     EXPECT_TRUE(m.empty()) << c.name << ": " << m.size() << " differences over " << lr_iters() << " iterations"
-                           << first(m);
+                           << first_lines(m);
     if (m.empty() && world_rank() == 0)
       std::printf("%s: %lld iterations equal to golden (global batch %d)\n", c.name.c_str(),
                   static_cast<long long>(lr_iters()), gate_config().data.global_batch);
@@ -107,7 +100,7 @@ TEST_P(LrSchedule, SequenceBitIdenticalToBaselineAndGoldenWithSkippedSteps) {
   auto m = compare_fields(base, cand, {"learning_rate", "skipped"});
   EXPECT_TRUE(m.empty()) << describe(m, "baseline", GetParam());
   auto g = lr_vs_golden(cand, skip_case());
-  EXPECT_TRUE(g.empty()) << GetParam() << " vs golden: " << g.size() << " differences" << first(g);
+  EXPECT_TRUE(g.empty()) << GetParam() << " vs golden: " << g.size() << " differences" << first_lines(g);
 }
 
 INSTANTIATE_TEST_SUITE_P(Arms, LrSchedule, ::testing::ValuesIn(candidate_arms()),
@@ -146,7 +139,7 @@ TEST(GoldenValues, BaselineMatchesGoldenValues) {
   for (const auto& d : gc.env_differences) notes += "\n  environment " + d;
   EXPECT_TRUE(gc.failures.empty()) << "baseline vs golden/" << gate_fixture() << " (environment "
                                    << (gc.environment_matches ? "matches: exact bits" : "differs: tolerances") << ")"
-                                   << first(gc.failures) << notes;
+                                   << first_lines(gc.failures) << notes;
   if (world_rank() == 0) std::printf("golden values %s: environment %s%s\n", gate_fixture().c_str(),
                                      gc.environment_matches ? "matches (exact bits)" : "differs (tolerances)", notes.c_str());
 }
@@ -156,7 +149,7 @@ TEST(GatePower, GoldenValuesRejectPerturbedNumerics) {
   GoldenCheck gc = golden_check("defect-numerics");
   if (!gc.environment_matches) GTEST_SKIP() << "environment differs from golden's: tolerances cannot see a 2^-10 LR change";
   EXPECT_FALSE(gc.failures.empty()) << "golden values accepted an arm whose LR is off by 2^-10";
-  if (!gc.failures.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first(gc.failures, 2).c_str());
+  if (!gc.failures.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first_lines(gc.failures, 2).c_str());
 }
 
 }  // namespace

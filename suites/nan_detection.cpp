@@ -19,16 +19,6 @@
 namespace loopgate {
 namespace {
 
-bool heavy_fixture() { return gate_fixture() == "dp64"; }  // ~3.5 s per iteration: fewer arms and faults
-
-std::vector<std::string> gate_arms() {
-  if (!heavy_fixture()) return candidate_arms();
-  std::vector<std::string> out;
-  for (const std::string& a : candidate_arms())
-    if (a == "syncfree" || a == "onesync") out.push_back(a);
-  return out;
-}
-
 // ---- the scenario table (fault iterations are 0-based as in --inject; Megatron's iterations are 1-based) ----
 
 struct FaultCase {

@@ -18,6 +18,7 @@
 
 #include "fixtures/golden.h"
 #include "fixtures/harness/args.h"
+#include "fixtures/compare.h"
 #include "fixtures/scenarios.h"
 #include "trainer/instrument/ledger.h"
 
@@ -74,13 +75,6 @@ std::vector<std::string> over_budget(const std::string& arm, const std::string& 
   return out;
 }
 
-std::string first(const std::vector<std::string>& v, size_t n = 8) {
-  std::string s;
-  for (size_t i = 0; i < v.size() && i < n; ++i) s += "\n  " + v[i];
-  if (v.size() > n) s += fmt::format("\n  ... {} more", v.size() - n);
-  return s;
-}
-
 std::vector<std::string> arms_with_baseline() {
   std::vector<std::string> a = {"baseline"};
   for (const std::string& c : candidate_arms()) a.push_back(c);
@@ -92,7 +86,7 @@ class SyncBudget : public ::testing::TestWithParam<std::string> {};
 TEST_P(SyncBudget, ReadsPerSitePerIterationWithinGoldenBudget) {
   if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: budgets checked for baseline, syncfree, onesync";
   auto m = over_budget(GetParam(), GetParam());
-  EXPECT_TRUE(m.empty()) << GetParam() << ": " << m.size() << " reads over budget" << first(m);
+  EXPECT_TRUE(m.empty()) << GetParam() << ": " << m.size() << " reads over budget" << first_lines(m);
 }
 
 // The seed's per-commit table, from the counts: which commit removes which sites.
@@ -170,7 +164,7 @@ TEST_P(SyncBudget, TableHasTheSeedsPerCommitShape) {
     }
   }
   EXPECT_TRUE(bad.empty()) << arm << " (" << s.key << "): " << bad.size() << " departures from the seed's table"
-                           << first(bad);
+                           << first_lines(bad);
 }
 
 INSTANTIATE_TEST_SUITE_P(Arms, SyncBudget, ::testing::ValuesIn(arms_with_baseline()),
@@ -191,7 +185,7 @@ TEST(SyncBudget, OnesyncAtMostOneReadPerIteration) {
                                   r.iteration, r.rank, total, reads(r, "onesync_read"), timers));
     }
   }
-  EXPECT_TRUE(bad.empty()) << bad.size() << " iterations with more than one read" << first(bad);
+  EXPECT_TRUE(bad.empty()) << bad.size() << " iterations with more than one read" << first_lines(bad);
   if (world_rank() == 0)
     std::printf("onesync: 1 read per iteration; iteration 1 adds the timers' first-report wait: %lld read(s) at "
                 "timers (max over ranks)\n", static_cast<long long>(first_waits));
@@ -201,7 +195,7 @@ TEST(SyncBudget, OnesyncAtMostOneReadPerIteration) {
 TEST(GatePower, SyncBudgetRejectsHiddenExtraRead) {
   auto m = over_budget("defect-extra-read", "syncfree");
   EXPECT_FALSE(m.empty()) << "the sync budget accepted an arm with a hidden extra read per iteration";
-  if (!m.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first(m, 2).c_str());
+  if (!m.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first_lines(m, 2).c_str());
 }
 
 }  // namespace

@@ -22,14 +22,6 @@ namespace {
 
 constexpr const char* kInterval = "interval-time";
 
-std::vector<std::string> gate_arms() {  // dp64 (~3.5 s per iteration): the seed's arm and onesync only
-  if (gate_fixture() != "dp64") return candidate_arms();
-  std::vector<std::string> out;
-  for (const std::string& a : candidate_arms())
-    if (a == "syncfree" || a == "onesync") out.push_back(a);
-  return out;
-}
-
 std::string join(const std::vector<std::string>& v, size_t limit = 8) {
   std::string s = fmt::format("{} problem(s)", v.size());
   for (size_t i = 0; i < v.size() && i < limit; ++i) s += "\n  " + v[i];

@@ -4,21 +4,11 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "fixtures/scenarios.h"  // world_rank(), world_size()
 #include "trainer/parallel/comm_mpi.h"
 
 namespace loopgate {
 namespace {
-
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 std::vector<LayoutConfig> layouts_for(int world) {
   std::vector<LayoutConfig> out;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "trainer/model/data.h"
+#include "fixtures/scenarios.h"  // world_rank(), world_size()
 #include "trainer/model/gpt.h"
 #include "trainer/model/init.h"
 #include "trainer/optim/grad_buffer.h"
@@ -42,16 +43,6 @@ const LayoutCase kCases[] = {
     {"pp2tp2dp2", 8, {2, 2, true}, {2, 16}}, {"dp64", 64, {1, 1, false}, {1, 64}},
 };
 
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }

@@ -40,6 +40,9 @@ struct GoldenOptions {
 };
 int cmd_golden(const GoldenOptions& options);
 
+// MPI_Init for a process that is one rank of a job (run, golden --capture).
+void cli_mpi_init(int* rank, int* size);
+
 // Sets the Open MPI environment a root, oversubscribed container needs before launching mpiexec.
 void set_mpi_launch_env();
 

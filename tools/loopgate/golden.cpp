@@ -44,14 +44,8 @@ int launch(const std::string& cmd) {
 
 // Inside the MPI job: the baseline golden run and every budget arm's sync scenarios, written to `dir` by rank 0.
 int capture(const GoldenOptions& o) {
-  int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  world_rank_for_errors() = rank;
-  at::set_num_threads(1);
-  at::set_num_interop_threads(1);
+  cli_mpi_init(&rank, &size);
   int code = 0;
   try {
     LG_INPUT_CHECK(o.fixtures.size() == 1, "golden --capture needs exactly one --fixture");

@@ -68,15 +68,20 @@ void print_sync_table(const Trace& t, int rank, const std::string& arm, const st
 
 }  // namespace
 
-int cmd_run(const RunOptions& o) {
+// MPI for a CLI process that is one rank of a job: one intra-op thread per rank, the rank known to errors.
+void cli_mpi_init(int* rank, int* size) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  world_rank_for_errors() = rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
+  world_rank_for_errors() = *rank;
   at::set_num_threads(1);
   at::set_num_interop_threads(1);
+}
+
+int cmd_run(const RunOptions& o) {
+  int rank = 0, size = 1;
+  cli_mpi_init(&rank, &size);
 
   // Validation that every rank does identically, before any collective.
   try {
