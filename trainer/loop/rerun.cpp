@@ -119,7 +119,7 @@ Decision RerunStateMachine::decide(double reduced_value) {
   d.iteration = iteration_;
   d.ranks_reporting = static_cast<int64_t>(reduced_value);
   if (needs_vote()) ++votes_;
-  const bool bad = reduced_value > 0;  // Megatron _reduce_any: t.item() > 0
+  const bool bad = reduced_value > 0;  // Megatron _reduce_any: the reduced flag read > 0
   if (!bad || config_.mode == RerunMode::kReportStats) return d;
   ++nan_iterations_;
   if (config_.mode == RerunMode::kDisabled) {

@@ -95,8 +95,8 @@ double Sites::reduce_max_stat_eager(Site site, const at::Tensor& stat) {
   return reduce_max_stat_host(site, read_scalar(site, stat));
 }
 
-// reduce_max_stat on a host float: torch.tensor([x], float32) (H2D), MAX over TP x PP, then `.item() == -1`
-// and `return .item()`: two reads.
+// reduce_max_stat on a host float: torch.tensor([x], float32) (H2D), MAX over TP x PP, then `item() == -1`
+// and `return item()`: two reads.
 double Sites::reduce_max_stat_host(Site site, double local) {
   at::Tensor t = ledger_.device_scalar(site, local, f32());
   groups_.mp->all_reduce(t, ReduceOp::kMax);
@@ -135,8 +135,8 @@ Decision Sites::rerun_decision(RerunStateMachine& rerun) {
 bool Sites::update_successful(const at::Tensor& local, bool has_scaler) {
   at::Tensor t;
   if (arm_.device_scalars == SyncMode::kEager) {
-    // Megatron: optimizer.step returned a Python bool (found_inf.item() with a scaler), then
-    // torch.tensor([update_successful]) (pageable H2D), MIN over TP x PP, .item().
+    // Megatron: optimizer.step returned a Python bool (found_inf read with item() with a scaler), then
+    // torch.tensor([update_successful]) (pageable H2D), MIN over TP x PP, then item().
     double host = has_scaler ? read_scalar(Site::kUpdateSuccessful, local) : 1.0;
     t = ledger_.device_scalar(Site::kUpdateSuccessful, host, f32());
   } else {
@@ -367,7 +367,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
   }
   if (v.count("exit")) out.exit_vote = v["exit"] != 0.0;
 
-  // Loss average over advanced iterations: total.item() / max(1, advanced).
+  // Loss average over advanced iterations: the read of total / max(1, advanced).
   double loss_avg = NAN;
   if (has_total_loss_) {
     double total;

@@ -2,7 +2,7 @@
 // the mixed-precision step around it (Megatron megatron/core/optimizer/optimizer.py MixedPrecisionOptimizer.step,
 // as reached through ChainedOptimizer.step). Nothing here reads a value on the host: a found_inf step is skipped
 // by MASKING — every piece of optimizer state keeps its old value through at::where(found_inf, old, new), and the
-// step counter lives on the device and does not advance — instead of Megatron's `if found_inf.item(): return`.
+// step counter lives on the device and does not advance — instead of Megatron's `if found_inf (read on the host): return`.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -98,7 +98,7 @@ OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<a
                                    Params& model_params, Comm& grad_stats_group, const OptimizerStepConfig& config,
                                    double lr, double wd, const at::Tensor* veto = nullptr);
 
-// Megatron: MixedPrecisionOptimizer._unscale_main_grads_and_check_for_nan (minus the .item()): float32 [1].
+// Megatron: MixedPrecisionOptimizer._unscale_main_grads_and_check_for_nan (minus the host read): float32 [1].
 at::Tensor unscale_main_grads_and_check_for_nan(std::vector<at::Tensor>& main_grads, const at::Tensor& inv_scale,
                                                 Comm& grad_stats_group);
 

@@ -80,7 +80,7 @@ at::Tensor calc_params_l2_norm(const Params& params, const std::vector<at::Tenso
   at::Tensor norm_2 = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device));
   if (!counted.empty()) norm_2 = multi_tensor_l2norm(counted).pow(2.0);  // Megatron: _compute_norm_2
   mp.all_reduce(norm_2, ReduceOp::kSum);
-  // Megatron: `norm_2.item() ** 0.5` — the root is taken on a Python float (double).
+  // Megatron: `norm_2` read on the host, then `** 0.5` — the root is taken on a Python float (double).
   return norm_2.to(at::kDouble).pow(0.5);
 }
 

@@ -1,6 +1,6 @@
 // Gradient norm, clipping and zero count (Megatron megatron/core/optimizer/clip_grads.py) and the model-parallel
 // stat reductions (megatron/training/utils/common_utils.py). Every function here returns a DEVICE tensor and
-// reads nothing on the host: Megatron's `.item()` calls (clip_grads.py L138, L275; common_utils.py L213, L291,
+// reads nothing on the host: Megatron's host reads (clip_grads.py L138, L275; common_utils.py L213, L291,
 // L309) are exactly what the loop's ledger takes over, so the caller decides when a value reaches the host.
 #pragma once
 #include <ATen/core/Tensor.h>
@@ -41,7 +41,7 @@ at::Tensor count_zeros_fp32(const std::vector<at::Tensor>& grads, Comm& group,
 // Megatron: calc_params_l2_norm. values[i] is the tensor measured for params[i] (the fp32 main param under
 // bf16, else the model param). Skips TP duplicates (counts_in_norm) and, when this is not the first pipeline
 // stage, the tied output-embedding copy (Megatron's `shared`). Squared norms all-reduced SUM over `mp`, then
-// the square root taken in float64 — Megatron does `norm_2.item() ** 0.5` in Python doubles — so the result is
+// the square root taken in float64 — Megatron does `norm_2` read on the host, then `** 0.5` in Python doubles — so the result is
 // float64 [1] holding those exact bits.
 at::Tensor calc_params_l2_norm(const Params& params, const std::vector<at::Tensor>& values, Comm& mp, int tp_rank,
                                bool is_first_pp_stage = true);
