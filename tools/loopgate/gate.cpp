@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "fixtures/fixtures.h"
@@ -104,50 +105,96 @@ std::vector<Verdict> read_verdicts(const std::string& fixture, const std::string
   return out;
 }
 
-FixtureRun run_fixture(const GateOptions& o, const Fixture& f, const std::string& dir, int index, int total) {
+// One fixture's launch of the suites, running in the background; its log is echoed as it grows.
+struct Launch {
   FixtureRun r;
-  r.fixture = f.name;
-  r.np = f.world;
-  r.log_path = fmt::format("{}/{}.log", dir, f.name);
-  std::string json = fmt::format("{}/{}.json", dir, f.name);
+  std::string json;
+  std::chrono::steady_clock::time_point start;
+  std::ifstream log;
+  std::string pending;
+  size_t index = 0;
+};
+
+std::unique_ptr<Launch> launch_fixture(const GateOptions& o, const Fixture& f, const std::string& dir, size_t index,
+                                       size_t total) {
+  auto l = std::make_unique<Launch>();
+  l->index = index;
+  l->r.fixture = f.name;
+  l->r.np = f.world;
+  l->r.log_path = fmt::format("{}/{}.log", dir, f.name);
+  l->json = fmt::format("{}/{}.json", dir, f.name);
   std::string cmd = fmt::format("{} -n {} {} --lg_fixture={}", o.mpiexec, f.world, o.suites_exe, f.name);
   if (!o.arms.empty()) cmd += " --lg_arms=" + join(o.arms, ",");
   if (o.iters > 0) cmd += fmt::format(" --lg_iters={}", o.iters);
   cmd += fmt::format(" --lg_timeout={} '--gtest_filter={}' --gtest_output=json:{} > {} 2>&1", f.world > 8 ? 1200 : 300,
-                     gtest_filter(o.checks), json, r.log_path);
-  std::printf("[%d/%d] %-10s np %-3d launching the gate suites\n", index, total, f.name.c_str(), f.world);
+                     gtest_filter(o.checks), l->json, l->r.log_path);
+  std::printf("[%zu/%zu] %-10s np %-3d launching the gate suites\n", index + 1, total, f.name.c_str(), f.world);
   std::fflush(stdout);
-  auto start = std::chrono::steady_clock::now();
-  // Run in the background and echo each scenario's progress line as the log grows.
-  std::string bg = "(" + cmd + "; echo $? > " + r.log_path + ".rc) &";
+  l->start = std::chrono::steady_clock::now();
+  std::string bg = "(" + cmd + "; echo $? > " + l->r.log_path + ".rc) &";
   if (std::system(bg.c_str()) != 0) throw Error("could not launch: " + cmd);
-  std::ifstream log;
-  std::string pending;
-  for (;;) {
-    bool done = access((r.log_path + ".rc").c_str(), F_OK) == 0;
-    if (!log.is_open()) log.open(r.log_path);
-    std::string line;
-    while (log.is_open() && std::getline(log, line)) {
-      if (log.eof()) {  // partial line: keep for the next poll
-        pending += line;
-        log.clear();
-        break;
-      }
-      line = pending + line;
-      pending.clear();
-      if (line.rfind("loopgate scenario: ", 0) == 0)
-        std::printf("      %-10s %s\n", f.name.c_str(), line.substr(19).c_str());
+  return l;
+}
+
+// Echoes the scenario lines written since the last poll; true once the launch has finished (verdicts read).
+bool poll_launch(Launch& l) {
+  bool done = access((l.r.log_path + ".rc").c_str(), F_OK) == 0;
+  if (!l.log.is_open()) l.log.open(l.r.log_path);
+  std::string line;
+  while (l.log.is_open() && std::getline(l.log, line)) {
+    if (l.log.eof()) {  // partial line: keep for the next poll
+      l.pending += line;
+      break;
     }
-    std::fflush(stdout);
-    if (log.is_open() && log.eof()) log.clear();
-    if (done) break;
+    line = l.pending + line;
+    l.pending.clear();
+    if (line.rfind("loopgate scenario: ", 0) == 0)
+      std::printf("      %-10s %s\n", l.r.fixture.c_str(), line.substr(19).c_str());
+  }
+  if (l.log.is_open()) l.log.clear();
+  std::fflush(stdout);
+  if (!done) return false;
+  std::ifstream rc(l.r.log_path + ".rc");
+  rc >> l.r.exit_code;
+  l.r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - l.start).count();
+  l.r.verdicts = read_verdicts(l.r.fixture, l.json);
+  return true;
+}
+
+// Runs every fixture's launch. Fixtures of at most 2 ranks may run `jobs` at a time (a 1- or 2-rank job leaves
+// cores idle on a 2-core machine); larger fixtures run alone.
+std::vector<FixtureRun> run_fixtures(const GateOptions& o, const std::vector<Fixture>& fixtures, const std::string& dir) {
+  std::vector<FixtureRun> runs(fixtures.size());
+  std::vector<std::unique_ptr<Launch>> active;
+  size_t next = 0;
+  auto small = [](int np) { return np <= 2; };
+  while (next < fixtures.size() || !active.empty()) {
+    bool all_small = true;
+    for (const auto& l : active) all_small = all_small && small(l->r.np);
+    if (next < fixtures.size() &&
+        (active.empty() || (all_small && small(fixtures[next].world) && static_cast<int>(active.size()) < o.jobs))) {
+      active.push_back(launch_fixture(o, fixtures[next], dir, next, fixtures.size()));
+      ++next;
+      continue;
+    }
+    for (size_t i = 0; i < active.size();) {
+      if (!poll_launch(*active[i])) {
+        ++i;
+        continue;
+      }
+      const FixtureRun& r = active[i]->r;
+      int failed = 0;
+      for (const Verdict& v : r.verdicts) failed += !v.passed;
+      std::printf("[%zu/%zu] %-10s np %-3d %zu verdicts, %d failed, exit %d, %.1f s%s\n", active[i]->index + 1,
+                  fixtures.size(), r.fixture.c_str(), r.np, r.verdicts.size(), failed, r.exit_code, r.seconds,
+                  r.verdicts.empty() ? (" - no verdicts: see " + r.log_path).c_str() : "");
+      std::fflush(stdout);
+      runs[active[i]->index] = r;
+      active.erase(active.begin() + static_cast<long>(i));
+    }
     usleep(200 * 1000);
   }
-  std::ifstream rc(r.log_path + ".rc");
-  rc >> r.exit_code;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.verdicts = read_verdicts(f.name, json);
-  return r;
+  return runs;
 }
 
 void print_table(const std::vector<FixtureRun>& runs, const std::vector<std::string>& arms) {
@@ -166,11 +213,21 @@ void print_table(const std::vector<FixtureRun>& runs, const std::vector<std::str
         c.second += 1;
       }
       if (cell.empty()) continue;
+      // An arm's cell: its own verdicts plus the check's arm-independent ones. When the check has per-arm tests
+      // but none ran for this arm (the heavy fixtures run fewer arms), the cell is "-", not a borrowed PASS.
+      bool per_arm = false;
+      for (const auto& [arm, c] : cell) per_arm = per_arm || (arm != "(all)" && arm != "(planted defect)");
       auto show = [&](const std::string& arm) {
-        auto it = cell.find(arm);
-        if (it == cell.end()) it = cell.find("(all)");
-        if (it == cell.end()) return std::string("-");
-        return it->second.first == it->second.second ? std::string("PASS") : fmt::format("FAIL {}/{}", it->second.second - it->second.first, it->second.second);
+        auto own = cell.find(arm);
+        auto all = cell.find("(all)");
+        if (own == cell.end() && (per_arm || all == cell.end())) return std::string("-");
+        int passed = 0, total = 0;
+        for (auto it : {own, all}) {
+          if (it == cell.end()) continue;
+          passed += it->second.first;
+          total += it->second.second;
+        }
+        return passed == total ? std::string("PASS") : fmt::format("FAIL {}/{}", total - passed, total);
       };
       std::string row = fmt::format("{:<11} {:<15}", r.fixture, check);
       for (const std::string& a : arms) row += fmt::format(" {:>11}", show(a));
@@ -264,6 +321,7 @@ int cmd_gate(const GateOptions& o_in) {
     LG_INPUT_CHECK(known, "unknown check '{}' (known: {})", c, join(names, ", "));
   }
   LG_INPUT_CHECK(o.iters >= 0, "--iters must be >= 1 (got {})", o.iters);
+  LG_INPUT_CHECK(o.jobs >= 1, "--jobs must be >= 1 (got {})", o.jobs);
   struct stat st;
   LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0, "gate suites executable not found at {} (build it: cmake --build --preset cpu)",
                  o.suites_exe);
@@ -275,18 +333,8 @@ int cmd_gate(const GateOptions& o_in) {
   std::vector<std::string> arms = o.arms.empty() ? default_candidates() : o.arms;
   std::printf("loopgate gate: fixtures %zu, candidate arms %s; logs in %s\n", fixtures.size(), join(arms, ",").c_str(),
               dir.c_str());
-  std::vector<FixtureRun> runs;
   auto start = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < fixtures.size(); ++i) {
-    runs.push_back(run_fixture(o, fixtures[i], dir, static_cast<int>(i + 1), static_cast<int>(fixtures.size())));
-    const FixtureRun& r = runs.back();
-    int failed = 0;
-    for (const Verdict& v : r.verdicts) failed += !v.passed;
-    std::printf("[%zu/%zu] %-10s np %-3d %zu verdicts, %d failed, exit %d, %.1f s%s\n", i + 1, fixtures.size(),
-                r.fixture.c_str(), r.np, r.verdicts.size(), failed, r.exit_code, r.seconds,
-                r.verdicts.empty() ? fmt::format(" — no verdicts: see {}", r.log_path).c_str() : "");
-    std::fflush(stdout);
-  }
+  std::vector<FixtureRun> runs = run_fixtures(o, fixtures, dir);
   print_table(runs, arms);
   bool ok = true;
   int total = 0, failed = 0;

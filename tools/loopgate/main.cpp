@@ -161,6 +161,7 @@ int main(int argc, char** argv) {
   gate->add_option("--junit", go.junit_path, "write the verdicts as JUnit XML");
   gate->add_option("--suites-exe", go.suites_exe, "the gate suites executable");
   gate->add_option("--mpiexec", go.mpiexec, "the MPI launcher");
+  gate->add_option("--jobs", go.jobs, "fixtures of at most 2 ranks run this many at a time (default 2)");
 
   GoldenOptions gd;
   CLI::App* golden = app.add_subcommand("golden", "compare with golden values (--check) or rewrite them (--update)");
