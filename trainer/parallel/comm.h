@@ -52,6 +52,11 @@ class Comm {
 
 using CommPtr = std::shared_ptr<Comm>;
 
+// For backends: the sum of `parts` ([n, numel], one row per group rank) added one row at a time, in rank order
+// (kFixed) or in an order permuted from the seed and the group's call counter (kPermuted). One definition, so every
+// backend gives the same bits for the same order.
+at::Tensor sum_in_order(const at::Tensor& parts, const CommOptions& options, int64_t call);
+
 // The groups one rank belongs to (Megatron's ProcessGroupCollection): passed explicitly, never global.
 struct ProcessGroups {
   CommPtr world, tp, dp, pp, mp;

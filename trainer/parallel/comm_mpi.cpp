@@ -165,16 +165,7 @@ class MpiComm final : public Comm {
 
   // Sum of every rank's t, added one rank at a time in a fixed or per-call permuted order.
   at::Tensor ordered_sum(const at::Tensor& t) {
-    at::Tensor parts = gather_raw(t.contiguous()).view({size_, t.numel()});
-    std::vector<int> order(size_);
-    std::iota(order.begin(), order.end(), 0);
-    if (options_.order == ReduceOrder::kPermuted) {
-      std::mt19937_64 rng(options_.permute_seed * 1000003ULL + static_cast<uint64_t>(calls_));
-      std::shuffle(order.begin(), order.end(), rng);
-    }
-    at::Tensor acc = parts[order[0]].clone();
-    for (int i = 1; i < size_; ++i) acc.add_(parts[order[i]]);
-    return acc.view(t.sizes());
+    return sum_in_order(gather_raw(t.contiguous()).view({size_, t.numel()}), options_, calls_).view(t.sizes());
   }
 
   MPI_Comm comm_;
@@ -203,16 +194,15 @@ ProcessGroups make_mpi_groups(const Layout& layout, MPI_Comm base, const CommOpt
   LG_MPI_CHECK(MPI_Comm_rank(base, &rank));
   LG_MPI_CHECK(MPI_Comm_size(base, &size));
   LG_CHECK(size == layout.world(), "layout world {} != communicator size {}", layout.world(), size);
-  Coord c = layout.coord(rank);
   ProcessGroups g;
   MPI_Comm world_dup;
   LG_MPI_CHECK(MPI_Comm_dup(base, &world_dup));  // our own context: no clash with the harness's collectives
   g.world = make_mpi_comm(world_dup, options, /*own=*/true);
-  // Colors name the group by the coordinates its members share.
-  g.tp = split(base, c.dp + layout.dp() * c.pp, rank, options);
-  g.dp = split(base, c.tp + layout.tp() * c.pp, rank, options);
-  g.pp = split(base, c.tp + layout.tp() * c.dp, rank, options);
-  g.mp = split(base, c.dp, rank, options);
+  const Layout::GroupColors colors = layout.group_colors(rank);
+  g.tp = split(base, colors.tp, rank, options);
+  g.dp = split(base, colors.dp, rank, options);
+  g.pp = split(base, colors.pp, rank, options);
+  g.mp = split(base, colors.mp, rank, options);
   return g;
 }
 

@@ -190,16 +190,7 @@ class NcclComm final : public Comm {
   }
 
   at::Tensor ordered_sum(const at::Tensor& t) {
-    at::Tensor parts = gather_raw(t.contiguous()).view({size_, t.numel()});
-    std::vector<int> order(size_);
-    std::iota(order.begin(), order.end(), 0);
-    if (options_.order == ReduceOrder::kPermuted) {
-      std::mt19937_64 rng(options_.permute_seed * 1000003ULL + static_cast<uint64_t>(calls_));
-      std::shuffle(order.begin(), order.end(), rng);
-    }
-    at::Tensor acc = parts[order[0]].clone();
-    for (int i = 1; i < size_; ++i) acc.add_(parts[order[i]]);
-    return acc.view(t.sizes());
+    return sum_in_order(gather_raw(t.contiguous()).view({size_, t.numel()}), options_, calls_).view(t.sizes());
   }
 
   MPI_Comm mpi_;
@@ -266,16 +257,15 @@ ProcessGroups make_nccl_groups(const Layout& layout, MPI_Comm base, const CommOp
   LG_MPI_CHECK(MPI_Comm_rank(base, &rank));
   LG_MPI_CHECK(MPI_Comm_size(base, &size));
   LG_CHECK(size == layout.world(), "layout world {} != communicator size {}", layout.world(), size);
-  Coord c = layout.coord(rank);
   ProcessGroups g;
   MPI_Comm world_dup;
   LG_MPI_CHECK(MPI_Comm_dup(base, &world_dup));
   g.world = make_nccl_comm(world_dup, options, /*own=*/true);
-  // Same colors as make_mpi_groups, so both backends build the same groups in the same order.
-  g.tp = split(base, c.dp + layout.dp() * c.pp, rank, options);
-  g.dp = split(base, c.tp + layout.tp() * c.pp, rank, options);
-  g.pp = split(base, c.tp + layout.tp() * c.dp, rank, options);
-  g.mp = split(base, c.dp, rank, options);
+  const Layout::GroupColors colors = layout.group_colors(rank);
+  g.tp = split(base, colors.tp, rank, options);
+  g.dp = split(base, colors.dp, rank, options);
+  g.pp = split(base, colors.pp, rank, options);
+  g.mp = split(base, colors.mp, rank, options);
   return g;
 }
 

@@ -63,6 +63,11 @@ std::vector<int> Layout::world_group() const {
   return g;
 }
 
+Layout::GroupColors Layout::group_colors(int rank) const {
+  Coord c = coord(rank);
+  return {c.dp + dp_ * c.pp, c.tp + tp_ * c.pp, c.tp + tp_ * c.dp, c.dp};
+}
+
 std::string Layout::describe() const {
   return fmt::format("tp={} pp={} dp={} sp={} world={}", tp_, pp_, dp_, sp_ ? "on" : "off", world_);
 }

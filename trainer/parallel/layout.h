@@ -45,6 +45,13 @@ class Layout {
   std::vector<int> mp_group(int rank) const;     // model parallel = tp x pp (same dp rank)
   std::vector<int> world_group() const;
 
+  // Split colors naming the group `rank` belongs to (ranks sharing a color form the group), one definition for
+  // every backend so they build the same groups.
+  struct GroupColors {
+    int tp, dp, pp, mp;
+  };
+  GroupColors group_colors(int rank) const;
+
   std::string describe() const;  // "tp=2 pp=2 dp=2 sp=on world=8"
 
  private:
