@@ -115,5 +115,25 @@ TEST(Comm, PermutedOrderAgreesAcrossRanks) {
   }
 }
 
+// A tensor large enough to be summed a slice per rank (and not a multiple of the group size) gets the bits of the
+// whole gathered tensor summed in the same order on one rank: slicing must not change any element's order.
+TEST(Comm, SlicedOrderedSumEqualsWholeGatherSum) {
+  const int world = world_size(), me = world_rank();
+  for (ReduceOrder order : {ReduceOrder::kFixed, ReduceOrder::kPermuted}) {
+    const CommOptions opts{order, 7};
+    CommPtr c = make_mpi_comm(MPI_COMM_WORLD, opts);
+    CommPtr plain = make_mpi_comm(MPI_COMM_WORLD);
+    const int64_t n = 64 * world + 37;
+    at::Tensor idx = at::arange(n, at::kFloat);
+    at::Tensor t = (1.0f / (idx + 3.0f + static_cast<float>(me))) + (me % 3 == 0 ? 1e4f : 0.0f);
+    at::Tensor parts = plain->all_gather(t.view({1, n}));
+    at::Tensor got = t.clone();
+    c->all_reduce(got);
+    at::Tensor want = sum_in_order(parts, opts, c->calls());  // the call counter the all-reduce used
+    EXPECT_TRUE(at::equal(got, want)) << "order " << static_cast<int>(order) << " on " << world
+                                      << " ranks: sliced sum differs from the whole-gather sum";
+  }
+}
+
 }  // namespace
 }  // namespace loopgate

@@ -163,10 +163,25 @@ class MpiComm final : public Comm {
     return out;
   }
 
-  // Sum of every rank's t, added one rank at a time in a fixed or per-call permuted order.
+  // Sum of every rank's t, added one rank at a time in a fixed or per-call permuted order. Large tensors are
+  // summed a slice per rank (all-to-all, ordered sum of my slice, all-gather of the slices): the same order for
+  // every element, so the same bits as summing the whole gather, at 1/size of the traffic (64 ranks on 2 cores).
   at::Tensor ordered_sum(const at::Tensor& t) {
-    return sum_in_order(gather_raw(t.contiguous()).view({size_, t.numel()}), options_, calls_).view(t.sizes());
+    const int64_t n = t.numel();
+    if (n < kSliceMin * size_)
+      return sum_in_order(gather_raw(t.contiguous()).view({size_, n}), options_, calls_).view(t.sizes());
+    const int64_t slice = (n + size_ - 1) / size_;
+    at::Tensor padded = at::zeros({size_ * slice}, t.options());
+    padded.narrow(0, 0, n).copy_(t.reshape({n}));
+    at::Tensor mine = at::empty({size_, slice}, t.options());  // row r: rank r's values of my slice
+    const int bytes = static_cast<int>(slice * t.element_size());
+    LG_MPI_CHECK(MPI_Alltoall(padded.data_ptr(), bytes, MPI_BYTE, mine.data_ptr(), bytes, MPI_BYTE, comm_));
+    at::Tensor part = sum_in_order(mine, options_, calls_).contiguous();
+    at::Tensor whole = at::empty({size_ * slice}, t.options());
+    LG_MPI_CHECK(MPI_Allgather(part.data_ptr(), bytes, MPI_BYTE, whole.data_ptr(), bytes, MPI_BYTE, comm_));
+    return whole.narrow(0, 0, n).view(t.sizes());
   }
+  static constexpr int64_t kSliceMin = 64;  // below 64 elements per rank the plain gather is cheaper
 
   MPI_Comm comm_;
   CommOptions options_;
