@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "fixtures/compare.h"
+#include "fixtures/golden.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -22,11 +23,12 @@ const std::vector<std::string> kLoggedFields = {"lm_loss", "grad_norm", "num_zer
 
 // ---- scenarios ----
 
-const ScenarioResult& log3_run(const std::string& arm) {  // log points 1, 3, 6 (dp64: 1, 3)
-  RunConfig c = gate_config();
-  c.train_iters = heavy_fixture() ? 3 : 7;
-  c.log_interval = 3;
-  return run_scenario("log-interval-3", c, arm);
+// Log points 1, 3, 6 (dp64: 1, 3). The sync_budget gate's logged scenario (same key, same config): the exit
+// vote is live there but never carried, which both arms share.
+const ScenarioResult& log3_run(const std::string& arm) {
+  const SyncScenario s = logged_scenario(gate_fixture());
+  EXPECT_EQ(s.log_interval, 3) << "the logged scenario must log every 3 iterations";
+  return run_scenario("sync:" + s.key, sync_scenario_config(gate_fixture(), s), arm);
 }
 
 // One rank's clock runs 2x: it crosses 0.375 min at iteration 2 (2 x 0.125 x 2 > 0.375), every other rank only at

@@ -8,11 +8,11 @@
 // the log) is what is under test, not the model. The logged LR is the float32 that reduce_max_stat makes of
 // the scheduler's double (Megatron does the same), so the loop is compared with float(golden); the golden
 // doubles themselves are checked bit for bit against the scheduler port by `loopgate golden --check`.
-// On dp64 (64 ranks on 2 cores) the scenario runs 8 iterations against the golden prefix (the skip at 4
-// included), for the baseline, syncfree and onesync only; the per-style cases are skipped there. On pp2tp2dp2
-// (8 ranks on 2 cores, ~50 ms an iteration) the per-style cases run on the smaller fixtures only (the same
-// scheduler and loop code; the layout only sets the global batch) and the 200-iteration cross-arm sequence
-// runs for baseline, syncfree and onesync; this is printed in the test output.
+// The per-style cases run on the single fixture (the same scheduler and loop code everywhere; the layout only
+// sets the global batch, and golden is computed per global batch). Every fixture runs the cross-arm sequence
+// with skipped steps: 200 iterations (dp64, 64 ranks on 2 cores: 8 iterations against the golden prefix, the
+// skip at 4 included), for gate_arms() (scenarios.h: on 8 and 64 ranks the seed's intermediate commits run
+// equivalence and sync_budget only). What ran is printed in the test output.
 // Power: defect-lr-on-skip (the scheduler advances on a skipped step) is rejected.
 // Also here: GoldenValues — the fixture's baseline against golden/<fixture>/golden_values_cpu.json (exact bits
 // when the recorded environment matches this one, Megatron's tolerances otherwise; golden/README.md).
@@ -33,8 +33,7 @@ bool on_dp64() { return gate_fixture() == "dp64"; }
 int64_t lr_iters() { return on_dp64() ? 8 : gate_iters(kLrIterations); }
 std::string golden_dir() { return harness_arg("golden_dir", default_golden_dir()); }
 const LrCase& skip_case() { return find_lr_case("cosine-skipped-steps"); }
-bool dp64_arm(const std::string& arm) { return arm == "baseline" || arm == "syncfree" || arm == "onesync"; }
-bool on_big_fixture() { return world_size() > 2; }  // pp2tp2dp2 and dp64: the reduced set above
+bool every_style_here() { return gate_fixture() == "single"; }
 
 const nlohmann::json& lr_golden() {
   static const nlohmann::json j = read_json_file(golden_dir() + "/lr_sequences.json");
@@ -73,7 +72,7 @@ std::vector<std::string> lr_vs_golden(const Trace& t, const LrCase& c) {
 // ---- every style, warmup edge case and skip pattern: the baseline loop against the golden sequence ----
 TEST(LrSchedule, EveryStyleAndWarmupCaseBaselineLoopEqualsGolden) {
   for (const LrCase& c : lr_cases()) {
-    if (on_big_fixture() && c.name != skip_case().name) continue;
+    if (!every_style_here() && c.name != skip_case().name) continue;
     auto m = lr_vs_golden(lr_run(c, "baseline").trace, c);
     EXPECT_TRUE(m.empty()) << c.name << ": " << m.size() << " differences over " << lr_iters() << " iterations"
                            << first_lines(m);
@@ -81,8 +80,8 @@ TEST(LrSchedule, EveryStyleAndWarmupCaseBaselineLoopEqualsGolden) {
       std::printf("%s: %lld iterations equal to golden (global batch %d)\n", c.name.c_str(),
                   static_cast<long long>(lr_iters()), gate_config().data.global_batch);
   }
-  if (on_big_fixture() && world_rank() == 0)
-    std::printf("%s: only the skipped-steps case runs here (%lld iterations); every style runs on single, tp2sp, pp2\n",
+  if (!every_style_here() && world_rank() == 0)
+    std::printf("%s: only the skipped-steps case runs here (%lld iterations); every style runs on the single fixture\n",
                 gate_fixture().c_str(), static_cast<long long>(lr_iters()));
 }
 
@@ -90,8 +89,6 @@ TEST(LrSchedule, EveryStyleAndWarmupCaseBaselineLoopEqualsGolden) {
 class LrSchedule : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LrSchedule, SequenceBitIdenticalToBaselineAndGoldenWithSkippedSteps) {
-  if (on_big_fixture() && !dp64_arm(GetParam()))
-    GTEST_SKIP() << gate_fixture() << ": LR runs for baseline, syncfree, onesync only (all arms on single, tp2sp, pp2)";
   if (on_dp64() && world_rank() == 0)
     std::printf("dp64: LR scenario shortened to %lld iterations, compared with the golden prefix\n",
                 static_cast<long long>(lr_iters()));
@@ -103,7 +100,7 @@ TEST_P(LrSchedule, SequenceBitIdenticalToBaselineAndGoldenWithSkippedSteps) {
   EXPECT_TRUE(g.empty()) << GetParam() << " vs golden: " << g.size() << " differences" << first_lines(g);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arms, LrSchedule, ::testing::ValuesIn(candidate_arms()),
+INSTANTIATE_TEST_SUITE_P(Arms, LrSchedule, ::testing::ValuesIn(gate_arms()),
                          [](const auto& info) { return param_name(info.param); });
 
 // Gate power: an arm whose scheduler advances on a skipped step must be rejected (by both comparisons).

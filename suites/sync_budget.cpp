@@ -1,13 +1,13 @@
 // Gate: sync_budget. Host reads per site per iteration (the ledger's counts, every rank) stay within
 // golden/sync_budgets.json for every arm: per fixture, per scenario (log interval 1 = the shared clean run;
-// log interval 5 with the exit-duration vote live), per iteration category (first_iteration, log, nonlog),
+// log interval 3 with the exit-duration vote live, shared with logging_exit), per iteration category (first_iteration, log, nonlog),
 // per site; a site absent from the budget allows 0. And the table has the seed's shape, checked from the
 // counts themselves (not from the budget file): the baseline reads every site every iteration; each
 // syncfree-k reads none of its first k commits' sites and exactly the baseline's count of the later commits'
 // sites; syncfree keeps only rerun_decision, update_successful and batched_log_read (the latter at log
 // iterations only); onesync reads once per iteration (onesync_read), besides the timers' one-time
 // first-report wait at iteration 1 (printed with its count).
-// On dp64 one scenario (log interval 2, 3 iterations) for baseline, syncfree and onesync keeps it near 40 s.
+// On dp64 one scenario (log interval 3, 3 iterations) for the baseline and the final arms (gate_arms()).
 // Power: defect-extra-read (one hidden read per iteration) is rejected against syncfree's budget.
 // Not proven here: that the ledger sees every real sync (on GPU the CUPTI counter reconciles that).
 #include <gtest/gtest.h>
@@ -28,9 +28,8 @@ namespace {
 using nlohmann::json;
 
 bool on_dp64() { return gate_fixture() == "dp64"; }
-bool dp64_arm(const std::string& arm) {
-  return arm == "baseline" || arm == "syncfree" || arm == "onesync" || arm == "defect-extra-read";
-}
+// dp64 (64 ranks on 2 cores) checks the baseline and gate_arms() (scenarios.h); 8 ranks check every arm.
+bool dp64_arm(const std::string& arm) { return arm == "baseline" || in_gate_arms(arm); }
 
 const json& budgets() {
   static const json j = read_json_file(harness_arg("golden_dir", default_golden_dir()) + "/sync_budgets.json");
@@ -84,7 +83,7 @@ std::vector<std::string> arms_with_baseline() {
 class SyncBudget : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SyncBudget, ReadsPerSitePerIterationWithinGoldenBudget) {
-  if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: budgets checked for baseline, syncfree, onesync";
+  if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: budgets checked for the baseline and the final arms";
   auto m = over_budget(GetParam(), GetParam());
   EXPECT_TRUE(m.empty()) << GetParam() << ": " << m.size() << " reads over budget" << first_lines(m);
 }
@@ -109,13 +108,13 @@ int commits_of(const std::string& arm) {
 
 // The scenario with every site live: the exit vote on, log and non-log iterations.
 const SyncScenario& shape_scenario() {
-  static const SyncScenario s = sync_scenarios(gate_fixture()).back();
+  static const SyncScenario s = logged_scenario(gate_fixture());
   return s;
 }
 
 TEST_P(SyncBudget, TableHasTheSeedsPerCommitShape) {
   const std::string arm = GetParam();
-  if (on_dp64() && !dp64_arm(arm)) GTEST_SKIP() << "dp64: shape checked for baseline, syncfree, onesync";
+  if (on_dp64() && !dp64_arm(arm)) GTEST_SKIP() << "dp64: shape checked for the baseline and the final arms";
   const int k = commits_of(arm);
   if (k < 0) GTEST_SKIP() << arm << " is not one of the seed's commits (its own test covers it)";
   const SyncScenario& s = shape_scenario();

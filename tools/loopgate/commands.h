@@ -26,7 +26,7 @@ struct GateOptions {
   std::string json_path, junit_path;
   std::string suites_exe;             // the gate suites executable (default: beside this binary)
   std::string mpiexec = "mpiexec";
-  int jobs = 2;  // fixtures of <= 2 ranks run this many at a time
+  int jobs = 1;  // fixtures of <= 2 ranks run this many at a time
 };
 int cmd_gate(const GateOptions& options);
 

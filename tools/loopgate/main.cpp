@@ -153,21 +153,24 @@ int main(int argc, char** argv) {
 
   GateOptions go;
   CLI::App* gate = app.add_subcommand("gate", "run every gate on every CPU fixture and print the verdict table");
-  gate->add_option("--fixture", go.fixtures, "fixtures (repeatable; default: every CPU fixture)");
-  gate->add_option("--arm", go.arms, "candidate arms (repeatable; default: syncfree-1..5, syncfree, onesync)");
-  gate->add_option("--check", go.checks, "gates (repeatable; default: all)");
+  gate->add_option("--fixture", go.fixtures, "fixtures (repeatable or a,b list; default: every CPU fixture)")
+      ->delimiter(',');
+  gate->add_option("--arm", go.arms, "candidate arms (repeatable or a,b list; default: syncfree-1..5, syncfree, onesync)")
+      ->delimiter(',');
+  gate->add_option("--check", go.checks, "gates (repeatable or a,b list; default: all)")->delimiter(',');
   gate->add_option("--iters", go.iters, "iterations per scenario (default: each gate's own)");
   gate->add_option("--json", go.json_path, "write the verdicts as JSON");
   gate->add_option("--junit", go.junit_path, "write the verdicts as JUnit XML");
   gate->add_option("--suites-exe", go.suites_exe, "the gate suites executable");
   gate->add_option("--mpiexec", go.mpiexec, "the MPI launcher");
-  gate->add_option("--jobs", go.jobs, "fixtures of at most 2 ranks run this many at a time (default 2)");
+  gate->add_option("--jobs", go.jobs, "fixtures of at most 2 ranks run this many at a time (default 1: on 2 cores, two jobs' waiting ranks spin against each other)");
 
   GoldenOptions gd;
   CLI::App* golden = app.add_subcommand("golden", "compare with golden values (--check) or rewrite them (--update)");
   golden->add_flag("--check", gd.check);
   golden->add_flag("--update", gd.update);
-  golden->add_option("--fixture", gd.fixtures);
+  golden->add_option("--fixture", gd.fixtures, "fixtures (repeatable or a,b list; default: every CPU fixture)")
+      ->delimiter(',');
   gd.golden_dir = default_golden_dir();  // the source tree's golden/, wherever loopgate is run from
   golden->add_option("--golden-dir", gd.golden_dir, "golden values folder (default: the source tree's golden/)");
   golden->add_option("--mpiexec", gd.mpiexec);
