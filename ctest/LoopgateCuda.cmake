@@ -58,7 +58,8 @@ if(LOOPGATE_CUDA)
   endif()
   target_sources(loopgate_trainer PRIVATE ${LOOPGATE_CUPTI_SOURCES}
                  ${PROJECT_SOURCE_DIR}/trainer/parallel/comm_nccl.cpp
-                 ${PROJECT_SOURCE_DIR}/trainer/instrument/device_cuda.cpp)
+                 ${PROJECT_SOURCE_DIR}/trainer/instrument/device_cuda.cpp
+                 ${PROJECT_SOURCE_DIR}/trainer/instrument/capture_cuda.cpp)
   target_include_directories(loopgate_trainer PUBLIC ${CUDAToolkit_INCLUDE_DIRS} ${LOOPGATE_NCCL_INCLUDE})
   target_link_libraries(loopgate_trainer PUBLIC CUDA::cupti CUDA::cuda_driver CUDA::cudart ${LOOPGATE_NCCL_LIBRARY})
   target_compile_definitions(loopgate_trainer PUBLIC LOOPGATE_HAS_CUDA=1)

@@ -22,6 +22,9 @@ void add_gpu_flags(CLI::App* run, GpuFlags& f) {
   run->add_option("--device", f.device, "cpu | cuda (cuda: NCCL, one GPU per rank, bf16 params)");
   run->add_option("--params-dtype", f.params_dtype, "fp32 | bf16 (default: fp32 on cpu, bf16 on cuda)");
   run->add_flag("--cupti", f.cupti, "count real host syncs with CUPTI and print them beside the ledger's");
+  run->add_option("--capture-probe", f.capture_probe,
+                  "REGION[@ITER]: capture forward_backward or optimizer of iteration ITER (default 2) into a CUDA "
+                  "graph in global capture mode; prints whether it captured or which read broke it");
 }
 
 void apply_gpu_flags(const GpuFlags& f, RunConfig& c) {
@@ -31,6 +34,10 @@ void apply_gpu_flags(const GpuFlags& f, RunConfig& c) {
   LG_INPUT_CHECK(dtype == "fp32" || dtype == "bf16", "--params-dtype must be fp32 or bf16 (got '{}')", dtype);
   c.model.dtype = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
   LG_INPUT_CHECK(!f.cupti || f.device == "cuda", "--cupti needs --device cuda");
+  if (!f.capture_probe.empty()) {
+    LG_INPUT_CHECK(f.device == "cuda", "--capture-probe needs --device cuda (CUDA graphs)");
+    c.capture = parse_capture_spec(f.capture_probe);
+  }
 }
 
 void cupti_start_if_asked(int rank) {

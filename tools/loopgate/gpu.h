@@ -1,6 +1,7 @@
 // The GPU tier's flags of `loopgate run` and its CUPTI report (kept apart from main.cpp / run.cpp, which call
 // these hooks): --device cpu|cuda (cuda: NCCL groups, this rank's GPU, bf16 params), --params-dtype, and
-// --cupti (the in-process CUPTI sync counter; its per-site per-iteration table printed beside the ledger's).
+// --cupti (the in-process CUPTI sync counter; its per-site per-iteration table printed beside the ledger's),
+// --capture-probe (one region of one iteration captured into a CUDA graph; the verdict printed per rank).
 #pragma once
 #include <string>
 
@@ -16,6 +17,7 @@ struct GpuFlags {
   std::string device = "cpu";
   std::string params_dtype;  // fp32 | bf16; default fp32 on cpu, bf16 on cuda
   bool cupti = false;
+  std::string capture_probe;  // REGION[@ITERATION]: CUDA-graph capture probe (trainer/instrument/capture.h)
 };
 GpuFlags& gpu_flags();  // the process's parsed flags
 

@@ -109,6 +109,7 @@ int cmd_run(const RunOptions& o) {
       if (size > 1) print_sync_table(t, size - 1, o.arm, o.config.fixture);
       cupti_print(t, 0);
     }
+    if (o.config.capture.enabled()) std::printf("[rank %d] %s\n", rank, describe(r.capture).c_str());
     if (r.exit_code != 0 && rank == size - 1)
       std::fprintf(stderr, "loopgate: fault confirmed by the rerun state machine; exiting with code %d\n", r.exit_code);
     if (r.exited_on_duration && rank == size - 1)

@@ -156,8 +156,13 @@ uint64_t Ledger::checksum(const std::vector<at::Tensor>& tensors) {
     std::lock_guard<std::mutex> lock(mu_);
     ++diagnostic_reads_;
   }
-  set_current_site("diagnostic_checksum");  // its device reads are real syncs: name them apart for CUPTI
-  return tensor_checksum(tensors);
+  // Its device reads are real syncs: name them apart for CUPTI, then give the site back, so a sync nobody
+  // names after this still lands on a loop site (where ledger == CUPTI catches it), not on the diagnostics.
+  const char* previous = current_site();
+  set_current_site("diagnostic_checksum");
+  const uint64_t h = tensor_checksum(tensors);
+  set_current_site(previous);
+  return h;
 }
 
 void Ledger::reset() {

@@ -52,6 +52,8 @@ std::vector<Arm> build_arms() {
   arms.push_back(defect_arm("defect-numerics", Defect::kPerturbNumerics, "the step uses a learning rate off by 2^-10"));
   arms.push_back(defect_arm("defect-stale-log", Defect::kBatchedReadStale,
                             "the batched read reports a stale grad norm"));
+  arms.push_back(defect_arm("defect-hidden-sync", Defect::kHiddenSync,
+                            "a device synchronize outside the ledger per iteration (only CUPTI sees it)"));
   return arms;
 }
 
@@ -84,6 +86,7 @@ const char* defect_name(Defect d) {
     case Defect::kHiddenExtraRead: return "hidden-extra-read";
     case Defect::kPerturbNumerics: return "perturb-numerics";
     case Defect::kBatchedReadStale: return "batched-read-stale";
+    case Defect::kHiddenSync: return "hidden-sync";
   }
   return "?";
 }

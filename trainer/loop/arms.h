@@ -20,6 +20,7 @@ enum class Defect {
   kHiddenExtraRead,      // sync_budget: one more host read per iteration
   kPerturbNumerics,      // equivalence: the step uses a learning rate off by 2^-10
   kBatchedReadStale,     // logging_exit: the batched read reports the previous log point's grad norm
+  kHiddenSync,           // ledger == CUPTI (GPU): a device synchronize the ledger never sees (no-op on CPU)
 };
 
 struct Arm {

@@ -11,6 +11,11 @@
 #include <memory>
 
 #include "trainer/common/device.h"
+#include "trainer/common/error.h"
+#include "trainer/instrument/capture.h"
+#if LOOPGATE_HAS_CUDA
+#include "trainer/instrument/device_cuda.h"
+#endif
 #include "trainer/instrument/ledger.h"
 #include "trainer/instrument/timers.h"
 #include "trainer/loop/sites.h"
@@ -39,6 +44,7 @@ struct Loop {
   Ledger ledger;
   Sites sites;
   Schedule schedule;
+  std::unique_ptr<CaptureSession> capture;  // the capture probe (RunConfig::capture), GPU only
   int num_micro = 0;
   int64_t consumed_samples = 0;
   RunResult result;
@@ -97,6 +103,13 @@ void setup(Loop& L) {
   si.global_batch_size = cfg.data.global_batch;
   si.weight_decay = cfg.weight_decay;
   L.scheduler = std::make_unique<OptimizerParamScheduler>(from_iters(si));
+  if (cfg.capture.enabled()) {
+    LG_INPUT_CHECK(cfg.model.device.is_cuda(), "the capture probe needs --device cuda (CUDA graphs)");
+    L.capture = make_capture_session();
+    LG_INPUT_CHECK(L.capture != nullptr, "the capture probe: this loopgate was built without the GPU tier");
+    LG_INPUT_CHECK(cfg.capture.iteration <= cfg.train_iters, "capture probe iteration {} is past --train-iters {}",
+                   cfg.capture.iteration, cfg.train_iters);
+  }
   L.result.trace.arm = L.arm.name;
   L.result.trace.fixture = cfg.fixture;
   L.result.trace.world = L.groups.world->size();
@@ -112,6 +125,51 @@ struct StepOutcome {
 
 LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point);
 
+// The planted defect-hidden-sync: what a stray torch.cuda.synchronize() does, invisible to the ledger.
+void unledgered_device_sync() {
+#if LOOPGATE_HAS_CUDA
+  if (run_device().is_cuda()) cuda_device_synchronize();
+#endif
+}
+
+// Thrown out of train_step when a probed region could not be captured on some rank: the run stops there.
+struct CaptureStopped {};
+
+// Runs `body`; under the CUDA-graph capture probe when RunConfig::capture names this region and iteration.
+// Every rank must capture before any replays (the graphs hold NCCL kernels that need every peer).
+template <class Body>
+void region(Loop& L, int64_t iteration, const char* name, Body&& body) {
+  const CaptureSpec& spec = L.cfg.capture;
+  if (!L.capture || spec.region != name || spec.iteration != iteration + 1) {
+    body();
+    return;
+  }
+  CaptureVerdict& v = L.result.capture;
+  v.attempted = true;
+  v.region = name;
+  v.iteration = iteration + 1;
+  const size_t before = L.ledger.records().size();
+  L.capture->begin();
+  try {
+    body();
+    L.capture->end();
+    v.captured = true;
+  } catch (const std::exception& e) {
+    L.capture->abandon();
+    const std::string what = e.what();
+    v.error = what.substr(0, what.find('\n'));
+  }
+  const std::vector<ReadRecord>& reads = L.ledger.records();
+  v.reads_in_region = static_cast<int64_t>(reads.size() - before);
+  if (reads.size() > before) v.site = site_name(reads[before].site);
+  if (!every_rank(v.captured)) {
+    if (v.captured) L.capture->release();
+    throw CaptureStopped{};
+  }
+  L.capture->replay();
+  v.replayed = true;
+}
+
 // ---- train_step: Megatron training.py train_step, in its order ----
 StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec) {
   StepOutcome out;
@@ -120,9 +178,12 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
 
   // ==== TRAINING SECTION: the numerics path, identical for every arm ====
   L.sites.timer_start("forward-backward");
-  L.buffer->zero();
   Batch batch = get_batch(L.cfg.model, L.cfg.data, L.layout, L.rank, iteration);
-  ForwardBackwardResult fb = forward_backward(L.schedule, L.stage, *L.buffer, batch, make_hooks(L, iteration));
+  ForwardBackwardResult fb;
+  region(L, iteration, "forward_backward", [&] {
+    L.buffer->zero();
+    fb = forward_backward(L.schedule, L.stage, *L.buffer, batch, make_hooks(L, iteration));
+  });
   L.sites.timer_stop("forward-backward");
 
   // The rerun decision (should_run_forward_backward at loop exit) comes before optimizer.step. onesync keeps
@@ -147,8 +208,10 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     std::vector<at::Tensor> grads = main_grads(L);
     double lr = L.scheduler->get_lr();
     if (L.arm.defect == Defect::kPerturbNumerics) lr *= 1.0 + std::ldexp(1.0, -10);  // planted defect
-    out.step = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
-                              L.scheduler->get_wd(), veto.defined() ? &veto : nullptr);
+    region(L, iteration, "optimizer", [&] {
+      out.step = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
+                                L.scheduler->get_wd(), veto.defined() ? &veto : nullptr);
+    });
   }
   L.sites.timer_stop("optimizer");
   if (act_after_step) {
@@ -231,13 +294,8 @@ void record_abort(Loop& L, IterationRecord& rec, const Decision& d, int64_t iter
   L.result.exit_code = d.exit_code;
 }
 
-}  // namespace
-
-// ---- train: Megatron training.py train() ----
-RunResult train(const RunConfig& cfg, const Arm& arm, ProcessGroups& groups, int world_rank) {
-  Loop L(cfg, arm, groups, world_rank);
-  setup(L);
-  L.sites.start_interval_timer();
+// ---- the iterations of train(): train_step, training_log, the exit decision ----
+void run_iterations(Loop& L, const RunConfig& cfg, const Arm& arm, int world_rank) {
   for (int64_t iteration = 0; iteration < cfg.train_iters;) {
     const int64_t done = iteration + 1;  // Megatron's `iteration` after the increment: 1-based
     const bool log_point = done % cfg.log_interval == 0 || done == 1;
@@ -254,14 +312,19 @@ RunResult train(const RunConfig& cfg, const Arm& arm, ProcessGroups& groups, int
     L.consumed_samples += cfg.data.global_batch;
 
     // Everything that follows is diagnostics: the log line, the Trace, the exit decision.
-    LogInputs in = log_inputs(L, step, log_point);
-    in.iteration = done;
-    in.train_iters = cfg.train_iters;
-    in.consumed_samples = L.consumed_samples;
-    in.global_batch = cfg.data.global_batch;
-    in.pre_read = arm.one_read ? &step.one_read : nullptr;
-    LogOutputs log = L.sites.training_log(in);
+    LogInputs in;
+    LogOutputs log;
+    region(L, done - 1, "training_log", [&] {
+      in = log_inputs(L, step, log_point);
+      in.iteration = done;
+      in.train_iters = cfg.train_iters;
+      in.consumed_samples = L.consumed_samples;
+      in.global_batch = cfg.data.global_batch;
+      in.pre_read = arm.one_read ? &step.one_read : nullptr;
+      log = L.sites.training_log(in);
+    });
     if (arm.defect == Defect::kHiddenExtraRead) L.ledger.read(Site::kLossScale, in.loss_scale);
+    if (arm.defect == Defect::kHiddenSync) unledgered_device_sync();
     rec.exit_decision = L.sites.exit_vote(done, log_point, log);
 
     record_iteration(L, rec, step, log, log_point);
@@ -269,6 +332,20 @@ RunResult train(const RunConfig& cfg, const Arm& arm, ProcessGroups& groups, int
       L.result.exited_on_duration = true;
       break;
     }
+  }
+}
+
+}  // namespace
+
+// ---- train: Megatron training.py train() ----
+RunResult train(const RunConfig& cfg, const Arm& arm, ProcessGroups& groups, int world_rank) {
+  Loop L(cfg, arm, groups, world_rank);
+  setup(L);
+  L.sites.start_interval_timer();
+  try {
+    run_iterations(L, cfg, arm, world_rank);
+  } catch (const CaptureStopped&) {
+    return L.result;  // a probed region did not capture on some rank: its work never ran, stop here
   }
   L.result.all_timer_intervals = L.sites.finish(&L.result.interval_time_recorded, &L.result.timer_first_report_waits);
   L.result.timer_max_pending_events = L.sites.max_pending_events();

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/instrument/capture.h"
 #include "trainer/instrument/fault.h"
 #include "trainer/loop/arms.h"
 #include "trainer/loop/rerun.h"
@@ -43,6 +44,7 @@ struct RunConfig {
   double fast_clock_factor = 1.0;
   int64_t bucket_size = 0;                 // grad-buffer bucket size in elements (0 = default)
   CommOptions comm;                        // reduction order (kPermuted for the distributional gate)
+  CaptureSpec capture;                     // CUDA-graph capture probe of one region (GPU only; off by default)
 };
 
 struct RunResult {
@@ -55,6 +57,7 @@ struct RunResult {
   double interval_time_recorded = 0.0;             // sum of every interval-time interval measured
   int64_t timer_first_report_waits = 0;
   int64_t timer_max_pending_events = 0;  // the most events any EventTimer held pending (bound: 1024); 0 eager
+  CaptureVerdict capture;                // the capture probe's verdict on this rank (attempted = false: off)
 };
 
 // Runs `config.train_iters` iterations of `arm` on this rank. `groups` come from make_*_groups for the layout.
