@@ -1,6 +1,6 @@
 // The CUDA-graph capture probe (issue 6): "sync-free" means the step body between an arm's host reads can be
 // captured into a CUDA graph. One region of one iteration (RunConfig::capture) runs under a stream capture in
-// cudaStreamCaptureModeGlobal on a side stream. A host read in the region — a synchronize or a pageable copy,
+// cudaStreamCaptureModeGlobal on the run's (non-default) stream. A host read in the region — a synchronize or a pageable copy,
 // also one made from the autograd thread, which global mode covers — makes CUDA refuse; the loop reports the
 // error and the ledger site that read, and the run stops there. When every rank captured (a host-only MPI vote
 // over MPI_COMM_WORLD), each replays its graph once, so the run goes on with the region's work done and must
@@ -42,14 +42,16 @@ struct CaptureVerdict {
 };
 std::string describe(const CaptureVerdict& v);  // one line
 
+// Made before the run builds its optimizer side: from then to its destruction the run's work goes to one
+// non-default stream (CUDA graphs are captured on one; the grad buffer's AccumulateGrad nodes keep it).
 class CaptureSession {
  public:
   virtual ~CaptureSession() = default;
-  virtual void begin() = 0;    // side stream waits for the current one; capture starts (global mode)
+  virtual void begin() = 0;    // capture starts on the run's stream (global mode)
   virtual void end() = 0;      // ends the capture; throws when CUDA refused it
   virtual void abandon() = 0;  // after a throw inside the region: end the capture, clear CUDA's last error
-  virtual void replay() = 0;   // runs the graph on the side stream; the original stream waits for it
-  virtual void release() = 0;  // captured but not replayed (another rank failed): back to the original stream
+  virtual void replay() = 0;   // runs the graph on the run's stream
+  virtual void release() = 0;  // captured but not replayed (another rank failed)
 };
 // nullptr in builds without the GPU tier.
 std::unique_ptr<CaptureSession> make_capture_session();

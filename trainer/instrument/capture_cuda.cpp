@@ -1,6 +1,10 @@
 // The CUDA side of the capture probe (LOOPGATE_HAS_CUDA builds only): LibTorch's CUDAGraph, which routes the
 // region's allocations into a private pool that lives as long as the graph (the session keeps it to the end
-// of the run), on a side stream as CUDA graphs require.
+// of the run).
+// A probed run runs entirely on one non-default stream, set when the session is made (before the grad buffer
+// creates the parameters' AccumulateGrad nodes, which keep the stream current at their creation): CUDA graphs
+// must be captured on a non-default stream, and a backward whose AccumulateGrad nodes live on the legacy stream
+// cannot be captured ("operation would make the legacy stream depend on a capturing blocking stream", measured).
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -16,13 +20,18 @@ namespace {
 
 class CudaCaptureSession final : public CaptureSession {
  public:
+  CudaCaptureSession() : run_stream_(c10::cuda::getStreamFromPool()) {
+    at::cuda::CUDAEvent ready;  // the run's stream starts after everything already queued (model init)
+    ready.record(c10::cuda::getCurrentCUDAStream());
+    ready.block(run_stream_);
+    guard_.emplace(run_stream_);
+  }
+  ~CudaCaptureSession() override {
+    (void)cudaStreamSynchronize(run_stream_.stream());  // after the run: the next one starts on the default stream
+    guard_.reset();
+  }
+
   void begin() override {
-    origin_.emplace(c10::cuda::getCurrentCUDAStream());
-    side_.emplace(c10::cuda::getStreamFromPool());
-    at::cuda::CUDAEvent ready;  // the side stream starts after everything already queued
-    ready.record(*origin_);
-    ready.block(*side_);
-    guard_.emplace(*side_);
     graph_ = std::make_unique<at::cuda::CUDAGraph>();
     graph_->capture_begin({0, 0}, cudaStreamCaptureModeGlobal);
   }
@@ -35,23 +44,16 @@ class CudaCaptureSession final : public CaptureSession {
     } catch (const std::exception&) {
     }
     (void)cudaGetLastError();
-    guard_.reset();
   }
 
-  void replay() override {
-    graph_->replay();
-    at::cuda::CUDAEvent done;
-    done.record(*side_);
-    guard_.reset();
-    done.block(*origin_);
-  }
+  void replay() override { graph_->replay(); }
 
-  void release() override { guard_.reset(); }
+  void release() override {}
 
  private:
-  std::optional<c10::cuda::CUDAStream> origin_, side_;
+  c10::cuda::CUDAStream run_stream_;
   std::optional<c10::cuda::CUDAStreamGuard> guard_;
-  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;  // kept to the end of the run: its pool holds region tensors
 };
 
 }  // namespace

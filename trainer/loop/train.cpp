@@ -88,6 +88,13 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
 // Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
 void setup(Loop& L) {
   const RunConfig& cfg = L.cfg;
+  if (cfg.capture.enabled()) {  // first: the run moves to the probe's stream before the grad buffer's hooks exist
+    LG_INPUT_CHECK(cfg.model.device.is_cuda(), "the capture probe needs --device cuda (CUDA graphs)");
+    LG_INPUT_CHECK(cfg.capture.iteration <= cfg.train_iters, "capture probe iteration {} is past --train-iters {}",
+                   cfg.capture.iteration, cfg.train_iters);
+    L.capture = make_capture_session();
+    LG_INPUT_CHECK(L.capture != nullptr, "the capture probe: this loopgate was built without the GPU tier");
+  }
   L.num_micro = num_microbatches(cfg.data, L.layout);
   GradBufferConfig bcfg;
   if (cfg.bucket_size > 0) bcfg.bucket_size = cfg.bucket_size;
@@ -103,13 +110,7 @@ void setup(Loop& L) {
   si.global_batch_size = cfg.data.global_batch;
   si.weight_decay = cfg.weight_decay;
   L.scheduler = std::make_unique<OptimizerParamScheduler>(from_iters(si));
-  if (cfg.capture.enabled()) {
-    LG_INPUT_CHECK(cfg.model.device.is_cuda(), "the capture probe needs --device cuda (CUDA graphs)");
-    L.capture = make_capture_session();
-    LG_INPUT_CHECK(L.capture != nullptr, "the capture probe: this loopgate was built without the GPU tier");
-    LG_INPUT_CHECK(cfg.capture.iteration <= cfg.train_iters, "capture probe iteration {} is past --train-iters {}",
-                   cfg.capture.iteration, cfg.train_iters);
-  }
+
   L.result.trace.arm = L.arm.name;
   L.result.trace.fixture = cfg.fixture;
   L.result.trace.world = L.groups.world->size();
