@@ -50,7 +50,16 @@ at::Tensor Bundle::packed() const { return at::cat(values_); }
 
 std::map<std::string, double> Bundle::resolve(Ledger& ledger, Site site, Comm& world, bool reduce) {
   at::Tensor packed = this->packed();
-  if (reduce) world.all_reduce(packed, ReduceOp::kMax);
+  if (reduce) {
+    // The MAX must keep a NaN (a NaN loss is what the baseline logs). NCCL's max drops a NaN against -inf (on
+    // 2 x H200, pp2: a NaN loss on the last stage was logged as -inf), Open MPI's keeps it; so NaN rides as a
+    // flag in the same collective, and every backend gives the same answer.
+    const int64_t n = packed.numel();
+    const at::Tensor nan = packed.isnan();
+    at::Tensor both = at::cat({packed.masked_fill(nan, -std::numeric_limits<double>::infinity()), nan.to(at::kDouble)});
+    world.all_reduce(both, ReduceOp::kMax);
+    packed = both.narrow(0, 0, n).masked_fill(both.narrow(0, n, n).gt(0), std::numeric_limits<double>::quiet_NaN());
+  }
   std::vector<double> host = ledger.read(site, packed);
   std::map<std::string, double> out;
   for (size_t i = 0; i < keys_.size(); ++i) out[keys_[i]] = host[i];

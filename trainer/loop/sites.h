@@ -26,7 +26,7 @@ struct RunConfig;
 
 // Values for one batched read: device scalars (or host doubles) packed into one tensor, MAX-reduced over the
 // world in one collective, read once. Absent values are -inf, so the MAX picks the rank that has one; a MIN
-// rides as the MAX of its negation.
+// rides as the MAX of its negation; a NaN on any rank stays NaN (a flag rides beside it: NCCL's max drops NaN).
 class Bundle {
  public:
   void add(const std::string& key, const at::Tensor& value);  // any dtype, one element
