@@ -175,9 +175,18 @@ void Ledger::reset() {
 
 uint64_t tensor_checksum(const std::vector<at::Tensor>& tensors) {
   uint64_t h = 1469598103934665603ull;
+  // FNV-1a over 8-byte words (then the tail bytes): every byte still counts, at an eighth of the steps — the
+  // checksums run twice per iteration on every rank, which at 64 ranks on 2 cores is time.
   auto mix = [&h](const void* data, size_t n) {
     const auto* b = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, b + i, 8);
+      h ^= w;
+      h *= 1099511628211ull;
+    }
+    for (; i < n; ++i) {
       h ^= b[i];
       h *= 1099511628211ull;
     }

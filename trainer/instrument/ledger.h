@@ -95,7 +95,8 @@ class Ledger {
   int64_t diagnostic_reads_ = 0;
 };
 
-// FNV-1a 64 over the bytes of each tensor (made contiguous, on the host), in order; also the dtype and shape.
+// FNV-1a 64 (over 8-byte words, then tail bytes) of each tensor (made contiguous, on the host), in order; also
+// the dtype and shape.
 // Not counted: call through Ledger::checksum from the loop.
 uint64_t tensor_checksum(const std::vector<at::Tensor>& tensors);
 
