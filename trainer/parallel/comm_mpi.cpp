@@ -10,6 +10,24 @@
 #include "trainer/common/error.h"
 
 namespace loopgate {
+
+MpiGroup::MpiGroup(MPI_Comm c, bool o) : comm(c), own(o) {
+  LG_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  LG_MPI_CHECK(MPI_Comm_size(comm, &size));
+  // Map group ranks to world ranks once (for messages and tests).
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  world_ranks.resize(size);
+  LG_MPI_CHECK(MPI_Allgather(&world_rank, 1, MPI_INT, world_ranks.data(), 1, MPI_INT, comm));
+}
+
+MpiGroup::~MpiGroup() {
+  if (!own) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&comm);
+}
+
 namespace {
 
 MPI_Datatype mpi_type(const at::Tensor& t) {
@@ -42,33 +60,18 @@ MPI_Op mpi_op(ReduceOp op) {
 
 class MpiComm final : public Comm {
  public:
-  MpiComm(MPI_Comm comm, CommOptions options, bool own) : comm_(comm), options_(options), own_(own) {
-    LG_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-    LG_MPI_CHECK(MPI_Comm_size(comm_, &size_));
-    // Map group ranks to world ranks once (for messages and tests).
-    int world_rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    world_ranks_.resize(size_);
-    LG_MPI_CHECK(MPI_Allgather(&world_rank, 1, MPI_INT, world_ranks_.data(), 1, MPI_INT, comm_));
-  }
-  ~MpiComm() override {
-    if (own_) {
-      int finalized = 0;
-      MPI_Finalized(&finalized);
-      if (!finalized) MPI_Comm_free(&comm_);
-    }
-  }
+  MpiComm(MPI_Comm comm, CommOptions options, bool own) : g_(comm, own), options_(options) {}
 
   const char* backend() const override { return "mpi"; }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const std::vector<int>& world_ranks() const override { return world_ranks_; }
+  int rank() const override { return g_.rank; }
+  int size() const override { return g_.size; }
+  const std::vector<int>& world_ranks() const override { return g_.world_ranks; }
   int64_t calls() const override { return calls_; }
 
   void all_reduce(at::Tensor& t, ReduceOp op) override {
     check_tensor(t, "all_reduce");
     ++calls_;
-    if (size_ == 1) return;
+    if (g_.size == 1) return;
     bool ordered = op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point();
     if (ordered) {
       at::Tensor summed = ordered_sum(t);
@@ -77,7 +80,7 @@ class MpiComm final : public Comm {
     }
     at::Tensor work = reducible(t);
     LG_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, work.data_ptr(), static_cast<int>(work.numel()), mpi_type(work),
-                               mpi_op(op), comm_));
+                               mpi_op(op), g_.comm));
     if (!work.is_same(t)) t.copy_(work);
   }
 
@@ -89,39 +92,39 @@ class MpiComm final : public Comm {
 
   at::Tensor reduce_scatter(const at::Tensor& t, ReduceOp op) override {
     check_tensor(t, "reduce_scatter");
-    LG_CHECK(t.dim() >= 1 && t.size(0) % size_ == 0, "reduce_scatter: dim 0 ({}) not divisible by group size {}",
-             t.dim() ? t.size(0) : 0, size_);
+    LG_CHECK(t.dim() >= 1 && t.size(0) % g_.size == 0, "reduce_scatter: dim 0 ({}) not divisible by group size {}",
+             t.dim() ? t.size(0) : 0, g_.size);
     ++calls_;
-    if (size_ == 1) return t.clone();
-    int64_t chunk = t.size(0) / size_;
+    if (g_.size == 1) return t.clone();
+    int64_t chunk = t.size(0) / g_.size;
     bool ordered = op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point();
-    if (ordered) return ordered_sum(t).narrow(0, rank_ * chunk, chunk).clone();
+    if (ordered) return ordered_sum(t).narrow(0, g_.rank * chunk, chunk).clone();
     at::Tensor work = reducible(t);
     std::vector<int64_t> shape = work.sizes().vec();
     shape[0] = chunk;
     at::Tensor out = at::empty(shape, work.options());
     LG_MPI_CHECK(MPI_Reduce_scatter_block(work.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()),
-                                          mpi_type(work), mpi_op(op), comm_));
+                                          mpi_type(work), mpi_op(op), g_.comm));
     return out.to(t.scalar_type());
   }
 
   void broadcast(at::Tensor& t, int root) override {
     check_tensor(t, "broadcast");
     ++calls_;
-    if (size_ == 1) return;
-    LG_MPI_CHECK(MPI_Bcast(t.data_ptr(), byte_count(t), MPI_BYTE, root, comm_));
+    if (g_.size == 1) return;
+    LG_MPI_CHECK(MPI_Bcast(t.data_ptr(), byte_count(t), MPI_BYTE, root, g_.comm));
   }
 
   void send(const at::Tensor& t, int peer) override {
     check_tensor(t, "send");
     ++calls_;
-    LG_MPI_CHECK(MPI_Send(t.data_ptr(), byte_count(t), MPI_BYTE, peer, kTag, comm_));
+    LG_MPI_CHECK(MPI_Send(t.data_ptr(), byte_count(t), MPI_BYTE, peer, kTag, g_.comm));
   }
 
   void recv(at::Tensor& t, int peer) override {
     check_tensor(t, "recv");
     ++calls_;
-    LG_MPI_CHECK(MPI_Recv(t.data_ptr(), byte_count(t), MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE));
+    LG_MPI_CHECK(MPI_Recv(t.data_ptr(), byte_count(t), MPI_BYTE, peer, kTag, g_.comm, MPI_STATUS_IGNORE));
   }
 
   void send_recv(const at::Tensor& s, int send_peer, at::Tensor& r, int recv_peer) override {
@@ -129,12 +132,12 @@ class MpiComm final : public Comm {
     check_tensor(r, "send_recv");
     ++calls_;
     LG_MPI_CHECK(MPI_Sendrecv(s.data_ptr(), byte_count(s), MPI_BYTE, send_peer, kTag, r.data_ptr(), byte_count(r),
-                              MPI_BYTE, recv_peer, kTag, comm_, MPI_STATUS_IGNORE));
+                              MPI_BYTE, recv_peer, kTag, g_.comm, MPI_STATUS_IGNORE));
   }
 
   void barrier() override {
     ++calls_;
-    LG_MPI_CHECK(MPI_Barrier(comm_));
+    LG_MPI_CHECK(MPI_Barrier(g_.comm));
   }
 
  private:
@@ -157,9 +160,9 @@ class MpiComm final : public Comm {
 
   at::Tensor gather_raw(const at::Tensor& t) {
     std::vector<int64_t> shape = t.dim() == 0 ? std::vector<int64_t>{1} : t.sizes().vec();
-    shape[0] *= size_;
+    shape[0] *= g_.size;
     at::Tensor out = at::empty(shape, t.options());
-    LG_MPI_CHECK(MPI_Allgather(t.data_ptr(), byte_count(t), MPI_BYTE, out.data_ptr(), byte_count(t), MPI_BYTE, comm_));
+    LG_MPI_CHECK(MPI_Allgather(t.data_ptr(), byte_count(t), MPI_BYTE, out.data_ptr(), byte_count(t), MPI_BYTE, g_.comm));
     return out;
   }
 
@@ -168,27 +171,24 @@ class MpiComm final : public Comm {
   // every element, so the same bits as summing the whole gather, at 1/size of the traffic (64 ranks on 2 cores).
   at::Tensor ordered_sum(const at::Tensor& t) {
     const int64_t n = t.numel();
-    if (n < kSliceMin * size_)
-      return sum_in_order(gather_raw(t.contiguous()).view({size_, n}), options_, calls_).view(t.sizes());
-    const int64_t slice = (n + size_ - 1) / size_;
-    at::Tensor padded = at::zeros({size_ * slice}, t.options());
+    if (n < kSliceMin * g_.size)
+      return sum_in_order(gather_raw(t.contiguous()).view({g_.size, n}), options_, calls_).view(t.sizes());
+    const int64_t slice = (n + g_.size - 1) / g_.size;
+    at::Tensor padded = at::zeros({g_.size * slice}, t.options());
     padded.narrow(0, 0, n).copy_(t.reshape({n}));
-    at::Tensor mine = at::empty({size_, slice}, t.options());  // row r: rank r's values of my slice
+    at::Tensor mine = at::empty({g_.size, slice}, t.options());  // row r: rank r's values of my slice
     const int bytes = static_cast<int>(slice * t.element_size());
-    LG_MPI_CHECK(MPI_Alltoall(padded.data_ptr(), bytes, MPI_BYTE, mine.data_ptr(), bytes, MPI_BYTE, comm_));
+    LG_MPI_CHECK(MPI_Alltoall(padded.data_ptr(), bytes, MPI_BYTE, mine.data_ptr(), bytes, MPI_BYTE, g_.comm));
     at::Tensor part = sum_in_order(mine, options_, calls_).contiguous();
-    at::Tensor whole = at::empty({size_ * slice}, t.options());
-    LG_MPI_CHECK(MPI_Allgather(part.data_ptr(), bytes, MPI_BYTE, whole.data_ptr(), bytes, MPI_BYTE, comm_));
+    at::Tensor whole = at::empty({g_.size * slice}, t.options());
+    LG_MPI_CHECK(MPI_Allgather(part.data_ptr(), bytes, MPI_BYTE, whole.data_ptr(), bytes, MPI_BYTE, g_.comm));
     return whole.narrow(0, 0, n).view(t.sizes());
   }
   static constexpr int64_t kSliceMin = 64;  // below 64 elements per rank the plain gather is cheaper
 
-  MPI_Comm comm_;
+  MpiGroup g_;
   CommOptions options_;
-  bool own_;
-  int rank_ = 0, size_ = 1;
   int64_t calls_ = 0;
-  std::vector<int> world_ranks_;
 };
 
 // Splits `base` so that ranks with the same color land together; key keeps world order.

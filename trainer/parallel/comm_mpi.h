@@ -3,10 +3,27 @@
 #pragma once
 #include <mpi.h>
 
+#include <vector>
+
 #include "trainer/parallel/comm.h"
 #include "trainer/parallel/layout.h"
 
 namespace loopgate {
+
+// What every backend keeps of its MPI communicator (NCCL bootstraps over one too): this rank's place in it,
+// group rank -> world rank, and the communicator itself, freed on destruction when owned (unless MPI is
+// already finalized).
+struct MpiGroup {
+  MpiGroup(MPI_Comm comm, bool own);
+  ~MpiGroup();
+  MpiGroup(const MpiGroup&) = delete;
+  MpiGroup& operator=(const MpiGroup&) = delete;
+
+  MPI_Comm comm;
+  bool own;
+  int rank = 0, size = 1;
+  std::vector<int> world_ranks;
+};
 
 // Wraps `comm` (not owned unless own=true, then freed on destruction).
 CommPtr make_mpi_comm(MPI_Comm comm, const CommOptions& options = {}, bool own = false);

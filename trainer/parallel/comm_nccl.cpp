@@ -15,6 +15,7 @@
 #include <regex>
 
 #include "trainer/common/error.h"
+#include "trainer/parallel/comm_mpi.h"  // MpiGroup: NCCL bootstraps over an MPI communicator
 
 #define LG_NCCL_CHECK(call)                                                                                    \
   do {                                                                                                         \
@@ -63,37 +64,26 @@ cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(
 
 class NcclComm final : public Comm {
  public:
-  NcclComm(MPI_Comm comm, CommOptions options, bool own) : mpi_(comm), options_(options), own_(own) {
-    LG_MPI_CHECK(MPI_Comm_rank(mpi_, &rank_));
-    LG_MPI_CHECK(MPI_Comm_size(mpi_, &size_));
-    int world_rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    world_ranks_.resize(size_);
-    LG_MPI_CHECK(MPI_Allgather(&world_rank, 1, MPI_INT, world_ranks_.data(), 1, MPI_INT, mpi_));
+  NcclComm(MPI_Comm comm, CommOptions options, bool own) : g_(comm, own), options_(options) {
     ncclUniqueId id;
-    if (rank_ == 0) LG_NCCL_CHECK(ncclGetUniqueId(&id));
-    LG_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, mpi_));
-    LG_NCCL_CHECK(ncclCommInitRank(&nccl_, size_, id, rank_));
+    if (g_.rank == 0) LG_NCCL_CHECK(ncclGetUniqueId(&id));
+    LG_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, g_.comm));
+    LG_NCCL_CHECK(ncclCommInitRank(&nccl_, g_.size, id, g_.rank));
   }
   ~NcclComm() override {
-    if (nccl_) ncclCommDestroy(nccl_);
-    if (own_) {
-      int finalized = 0;
-      MPI_Finalized(&finalized);
-      if (!finalized) MPI_Comm_free(&mpi_);
-    }
+    if (nccl_) ncclCommDestroy(nccl_);  // before g_ frees the MPI communicator
   }
 
   const char* backend() const override { return "nccl"; }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const std::vector<int>& world_ranks() const override { return world_ranks_; }
+  int rank() const override { return g_.rank; }
+  int size() const override { return g_.size; }
+  const std::vector<int>& world_ranks() const override { return g_.world_ranks; }
   int64_t calls() const override { return calls_; }
 
   void all_reduce(at::Tensor& t, ReduceOp op) override {
     check_tensor(t, "all_reduce");
     ++calls_;
-    if (size_ == 1) return;
+    if (g_.size == 1) return;
     if (op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point()) {
       t.copy_(ordered_sum(t));
       return;
@@ -112,13 +102,13 @@ class NcclComm final : public Comm {
 
   at::Tensor reduce_scatter(const at::Tensor& t, ReduceOp op) override {
     check_tensor(t, "reduce_scatter");
-    LG_CHECK(t.dim() >= 1 && t.size(0) % size_ == 0, "reduce_scatter: dim 0 ({}) not divisible by group size {}",
-             t.dim() ? t.size(0) : 0, size_);
+    LG_CHECK(t.dim() >= 1 && t.size(0) % g_.size == 0, "reduce_scatter: dim 0 ({}) not divisible by group size {}",
+             t.dim() ? t.size(0) : 0, g_.size);
     ++calls_;
-    if (size_ == 1) return t.clone();
-    const int64_t chunk = t.size(0) / size_;
+    if (g_.size == 1) return t.clone();
+    const int64_t chunk = t.size(0) / g_.size;
     if (op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point())
-      return ordered_sum(t).narrow(0, rank_ * chunk, chunk).clone();
+      return ordered_sum(t).narrow(0, g_.rank * chunk, chunk).clone();
     at::Tensor work = reducible(t, "reduce_scatter");
     std::vector<int64_t> shape = work.sizes().vec();
     shape[0] = chunk;
@@ -131,7 +121,7 @@ class NcclComm final : public Comm {
   void broadcast(at::Tensor& t, int root) override {
     check_tensor(t, "broadcast");
     ++calls_;
-    if (size_ == 1) return;
+    if (g_.size == 1) return;
     LG_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), bytes(t), ncclUint8, root, nccl_, current_stream()));
   }
 
@@ -160,7 +150,7 @@ class NcclComm final : public Comm {
   // A host barrier over the group (what Megatron's timers want from barrier()); device work is not waited for.
   void barrier() override {
     ++calls_;
-    LG_MPI_CHECK(MPI_Barrier(mpi_));
+    LG_MPI_CHECK(MPI_Barrier(g_.comm));
   }
 
  private:
@@ -183,23 +173,20 @@ class NcclComm final : public Comm {
 
   at::Tensor gather_raw(const at::Tensor& t) {
     std::vector<int64_t> shape = t.dim() == 0 ? std::vector<int64_t>{1} : t.sizes().vec();
-    shape[0] *= size_;
+    shape[0] *= g_.size;
     at::Tensor out = at::empty(shape, t.options());
     LG_NCCL_CHECK(ncclAllGather(t.data_ptr(), out.data_ptr(), bytes(t), ncclUint8, nccl_, current_stream()));
     return out;
   }
 
   at::Tensor ordered_sum(const at::Tensor& t) {
-    return sum_in_order(gather_raw(t.contiguous()).view({size_, t.numel()}), options_, calls_).view(t.sizes());
+    return sum_in_order(gather_raw(t.contiguous()).view({g_.size, t.numel()}), options_, calls_).view(t.sizes());
   }
 
-  MPI_Comm mpi_;
+  MpiGroup g_;
   CommOptions options_;
-  bool own_;
   ncclComm_t nccl_ = nullptr;
-  int rank_ = 0, size_ = 1;
   int64_t calls_ = 0;
-  std::vector<int> world_ranks_;
 };
 
 CommPtr split(MPI_Comm base, int color, int key, const CommOptions& options) {
