@@ -59,6 +59,13 @@ bool pageable_in(CUmemorytype type, const void* host, CUdeviceptr unified) {
   return false;
 }
 
+// A synchronous 2D/3D copy (CUDA_MEMCPY2D or CUDA_MEMCPY3D) returns only when done if either side is host.
+template <class Copy>
+bool touches_host(const Copy* c) {
+  return c != nullptr && (c->srcMemoryType == CU_MEMORYTYPE_HOST || c->dstMemoryType == CU_MEMORYTYPE_HOST ||
+                          c->srcMemoryType == CU_MEMORYTYPE_UNIFIED || c->dstMemoryType == CU_MEMORYTYPE_UNIFIED);
+}
+
 bool pageable_2d(const CUDA_MEMCPY2D* c) {
   return c != nullptr && (pageable_in(c->srcMemoryType, c->srcHost, c->srcDevice) ||
                           pageable_in(c->dstMemoryType, c->dstHost, c->dstDevice));
@@ -129,19 +136,13 @@ CallKind classify_driver_call(CUpti_CallbackId cbid, const void* params) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2:
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2_ptds: {
       auto* p = static_cast<const cuMemcpy2D_v2_params*>(params);  // same layout for every variant: pCopy
-      const CUDA_MEMCPY2D* c = p ? p->pCopy : nullptr;
-      bool host = c && (c->srcMemoryType == CU_MEMORYTYPE_HOST || c->dstMemoryType == CU_MEMORYTYPE_HOST ||
-                        c->srcMemoryType == CU_MEMORYTYPE_UNIFIED || c->dstMemoryType == CU_MEMORYTYPE_UNIFIED);
-      return host ? CallKind::kSyncMemcpy : CallKind::kOther;
+      return p && touches_host(p->pCopy) ? CallKind::kSyncMemcpy : CallKind::kOther;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D:
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2:
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2_ptds: {
       auto* p = static_cast<const cuMemcpy3D_v2_params*>(params);
-      const CUDA_MEMCPY3D* c = p ? p->pCopy : nullptr;
-      bool host = c && (c->srcMemoryType == CU_MEMORYTYPE_HOST || c->dstMemoryType == CU_MEMORYTYPE_HOST ||
-                        c->srcMemoryType == CU_MEMORYTYPE_UNIFIED || c->dstMemoryType == CU_MEMORYTYPE_UNIFIED);
-      return host ? CallKind::kSyncMemcpy : CallKind::kOther;
+      return p && touches_host(p->pCopy) ? CallKind::kSyncMemcpy : CallKind::kOther;
     }
 
     // -- async copies: block when the host side is pageable --
