@@ -48,7 +48,7 @@ std::vector<std::string> loop_arms() {
 
 struct Counted {
   Trace trace;     // this rank's records
-  SyncTable cupti;  // keyed by Megatron's iteration (the ledger's iteration + 1)
+  SyncTable cupti;  // keyed by Megatron's iteration
 };
 
 Counted run_counted(const RunConfig& c, const std::string& arm) {
@@ -60,7 +60,7 @@ Counted run_counted(const RunConfig& c, const std::string& arm) {
   counter.set_paused(true);
   Counted out;
   out.trace = r.trace;
-  for (auto& [key, sites] : counter.table()) out.cupti[key + 1] = sites;
+  out.cupti = by_megatron_iteration(counter.table());
   return out;
 }
 

@@ -63,9 +63,7 @@ void cupti_print(const Trace& t, int rank) {
   if (!gpu_flags().cupti || !c.active()) return;
   std::vector<int64_t> its;
   for (int64_t it : t.iterations()) its.push_back(it);
-  // The ledger keys iteration N's reads under N-1 (begin_iteration before Megatron's increment): shift.
-  SyncTable table;
-  for (auto& [key, sites] : c.table()) table[key + 1] = sites;
+  const SyncTable table = by_megatron_iteration(c.table());
   std::printf("%s", format_sync_table(table, "CUPTI host syncs (cu*Synchronize + sync memcpys) per site per iteration, "
                                              "rank " + std::to_string(rank) + " (setup = iteration 0, not shown)",
                                       its).c_str());

@@ -51,7 +51,6 @@ class CaptureSession {
   virtual void end() = 0;      // ends the capture; throws when CUDA refused it
   virtual void abandon() = 0;  // after a throw inside the region: end the capture, clear CUDA's last error
   virtual void replay() = 0;   // runs the graph on the run's stream
-  virtual void release() = 0;  // captured but not replayed (another rank failed)
 };
 // nullptr in builds without the GPU tier.
 std::unique_ptr<CaptureSession> make_capture_session();

@@ -48,8 +48,6 @@ class CudaCaptureSession final : public CaptureSession {
 
   void replay() override { graph_->replay(); }
 
-  void release() override {}
-
  private:
   c10::cuda::CUDAStream run_stream_;
   std::optional<c10::cuda::CUDAStreamGuard> guard_;

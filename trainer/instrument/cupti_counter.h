@@ -36,6 +36,14 @@ struct SyncTally {
 
 using SyncTable = std::map<int64_t, std::map<std::string, SyncTally>>;  // iteration -> site -> tally
 
+// The counter keys by the ledger's iteration, which is Megatron's minus one (the loop's begin_iteration comes
+// before Megatron's increment; setup is -1). Re-keyed by Megatron's iteration, as Traces are.
+inline SyncTable by_megatron_iteration(const SyncTable& t) {
+  SyncTable out;
+  for (const auto& [iteration, sites] : t) out[iteration + 1] = sites;
+  return out;
+}
+
 // One driver function's totals over the whole counted region (diagnostics: which calls blocked).
 struct DriverCallTally {
   std::string function;

@@ -163,10 +163,7 @@ void region(Loop& L, int64_t iteration, const char* name, Body&& body) {
   const std::vector<ReadRecord>& reads = L.ledger.records();
   v.reads_in_region = static_cast<int64_t>(reads.size() - before);
   if (reads.size() > before) v.site = site_name(reads[before].site);
-  if (!every_rank(v.captured)) {
-    if (v.captured) L.capture->release();
-    throw CaptureStopped{};
-  }
+  if (!every_rank(v.captured)) throw CaptureStopped{};  // a graph captured here is simply never replayed
   L.capture->replay();
   v.replayed = true;
 }

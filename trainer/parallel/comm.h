@@ -33,7 +33,8 @@ class Comm {
   virtual int size() const = 0;
   virtual const std::vector<int>& world_ranks() const = 0;  // group rank -> world rank
 
-  virtual void all_reduce(at::Tensor& t, ReduceOp op = ReduceOp::kSum) = 0;  // in place
+  // In place. MAX/MIN with a NaN is backend-defined (NCCL drops it): callers that must keep one carry a flag.
+  virtual void all_reduce(at::Tensor& t, ReduceOp op = ReduceOp::kSum) = 0;
   // Concatenates every rank's t along dim 0 in group-rank order: result [size*d0, ...].
   virtual at::Tensor all_gather(const at::Tensor& t) = 0;
   // Reduces over the group and returns this rank's dim-0 slice: t.size(0) must divide by size().
