@@ -12,6 +12,7 @@ set(LOOPGATE_MPI_ENV
   "OMPI_MCA_btl_vader_single_copy_mechanism=none"
   "OMP_NUM_THREADS=1"
   "ATEN_CPU_CAPABILITY=avx2"
+  "OPENBLAS_CORETYPE=Haswell"
   "GTEST_COLOR=no")
 
 function(loopgate_add_mpi_test)
