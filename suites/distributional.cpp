@@ -116,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(Arms, Distributional, ::testing::ValuesIn(dist_arms()),
 // may round every run's order to the same value (then its spread is 0 and the rule above is bit equality), but
 // the reduced gradients themselves must differ, or the permuted mode is a no-op and the gate has no power.
 TEST(Distributional, PermutedOrderChangesTheReducedBits) {
-  int dp = world_size() / (gate_config().layout.tp * gate_config().layout.pp);
+  const int dp = Layout::build(world_size(), gate_config().layout).dp();
   std::set<uint64_t> after_step_1;
   for (int run = 0; run < kRuns; ++run) {
     const IterationRecord* r = dist_run("baseline", run).find(1, 0);

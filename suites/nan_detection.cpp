@@ -33,8 +33,7 @@ struct FaultCase {
 std::vector<FaultCase> fault_cases() {
   const RunConfig c = gate_config();
   const int last = world_size() - 1;
-  const int dp = world_size() / (c.layout.tp * c.layout.pp);
-  const int micro = static_cast<int>(c.data.global_batch / (c.data.micro_batch * dp));
+  const int micro = num_microbatches(c.data, Layout::build(world_size(), c.layout));
   const int mb = micro > 1 ? 1 : 0;
   // dp64 (~7 s per scenario even for two iterations): one scenario covers the first iteration, a grad bucket on
   // rank 0 and the skip outcome; the last rank's loss and the abort outcome are covered on the other fixtures.
