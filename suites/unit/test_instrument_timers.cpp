@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "trainer/common/error.h"
@@ -107,9 +108,9 @@ TEST(TimerHost, MisuseIsAnError) {
   else EXPECT_NO_THROW(t.start());
 }
 
-// ---- EventTimer: the five properties ----
+// ---- EventTimer: lagged by exactly one window ----
 
-TEST(TimerEvent, EachIntervalReportedExactlyOnceInOrder) {
+TEST(TimerEvent, EachWindowReportedOnceInOrderOneWindowLate) {
   FakeClock clock;
   ClockEventSource events(&clock);
   EventTimer t("forward-backward", &events);
@@ -118,41 +119,50 @@ TEST(TimerEvent, EachIntervalReportedExactlyOnceInOrder) {
     clock.advance(0.25 * (i + 1));
     t.stop();
   }
-  // Events 0..9; the first report blocks once and reports all five.
-  t.elapsed();
-  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  // Events 0..9. The first log point: no earlier window, so it waits once and previews window 1 (3.75 s);
+  // nothing is reported yet.
+  EXPECT_EQ(t.elapsed(), 3.75 + wrong());
+  EXPECT_TRUE(t.last_was_preview());
+  EXPECT_EQ(t.first_report_waits(), 1);
+  EXPECT_TRUE(t.take_reported().empty());
   for (int i = 5; i < 8; ++i) {
     t.start();
     clock.advance(0.5);
     t.stop();
   }
-  // Events 10..15. Only interval 5 complete; interval 6 half complete (start only): not reported.
-  events.resolve_upto(13);
-  EXPECT_EQ(t.elapsed(), 0.5 + wrong());
-  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{5}));
-  EXPECT_EQ(t.elapsed(), 0.0);  // nothing new: interval 5 is not reported twice
+  // Events 10..15, none complete. The second log point reports window 1 (complete: waited for), not window 2.
+  EXPECT_EQ(t.elapsed(), 3.75);
+  EXPECT_FALSE(t.last_was_preview());
+  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(events.blocking_waits(), 1);
+  // The third reports window 2 (1.5 s). The device reached event 15: no wait.
   events.resolve_upto(16);
-  EXPECT_EQ(t.elapsed(), 1.0);
-  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(t.elapsed(), 1.5);
+  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{5, 6, 7}));
+  EXPECT_EQ(t.lag_waits(), 0);
+  // The fourth reports window 3, which held no interval: 0 for this timer, and nothing twice.
+  EXPECT_EQ(t.elapsed(), 0.0);
+  EXPECT_TRUE(t.take_reported().empty());
   EXPECT_EQ(t.pending_events(), 0u);
 }
 
-TEST(TimerEvent, CompletionReleasesIntervalsInStreamOrder) {
+TEST(TimerEvent, ReportWaitsOnlyWhenTheDueWindowIsIncomplete) {
   FakeClock clock;
   ClockEventSource events(&clock);
   EventTimer t("t", &events);
   t.start(); clock.advance(1.0); t.stop();
-  t.elapsed();  // first report: blocks once for interval 0
-  t.take_reported();
-  for (int i = 0; i < 3; ++i) { t.start(); clock.advance(0.5); t.stop(); }  // events 2..7
-  // The device has reached event 5: intervals 1 (events 2,3) and 2 (4,5) are complete, 3 (6,7) is not.
-  events.set_completion([](int64_t id) { return id <= 5; });
-  t.elapsed();
-  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{1, 2 + wrong()}));
-  events.set_completion({});
-  events.resolve_upto(8);
-  t.elapsed();
-  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{3}));
+  t.elapsed();  // preview of window 1 (interval 0): one wait
+  t.start(); clock.advance(0.5); t.stop();  // events 2, 3: window 2
+  // Window 1 is complete: the report needs no wait, even though window 2 (the newest) is still in flight.
+  EXPECT_EQ(t.elapsed(), 1.0);
+  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{0}));
+  EXPECT_EQ(t.lag_waits(), 0 + wrong());
+  t.start(); clock.advance(0.25); t.stop();  // events 4, 5: window 3
+  // The device has not finished window 2 (it is two windows behind): the report waits for it, once.
+  EXPECT_EQ(t.elapsed(), 0.5);
+  EXPECT_EQ(seqs(t.take_reported()), (std::vector<int64_t>{1}));
+  EXPECT_EQ(t.lag_waits(), 1);
+  EXPECT_EQ(events.blocking_waits(), 2);
 }
 
 TEST(TimerEvent, AtMost1024PendingEventsOldestWaitedForWhenFull) {
@@ -170,9 +180,12 @@ TEST(TimerEvent, AtMost1024PendingEventsOldestWaitedForWhenFull) {
   // Full at the 513th start (512 closed intervals = 1024 events); then once per further interval.
   EXPECT_EQ(t.forced_waits(), 600 - 512);
   EXPECT_EQ(events.blocking_waits(), 88);
-  // Nothing lost: the banked (forced) intervals and the rest come out, 600 x 0.125.
-  t.elapsed(false);
+  // Forced completion does not make a report early: the first log point still previews, and nothing is reported
+  // before the window is due. Nothing lost: the drain reports all 600 x 0.125, once each.
+  EXPECT_EQ(t.elapsed(false), 75.0);
+  EXPECT_TRUE(t.take_reported().empty());
   const auto rest = t.drain();
+  EXPECT_EQ(rest.size(), 600u);
   EXPECT_EQ(t.elapsed(), 75.0);
   const auto all = t.take_reported();
   ASSERT_EQ(all.size(), 600u);
@@ -195,29 +208,28 @@ TEST(TimerEvent, DrainReportsOpenWindows) {
   EXPECT_TRUE(t.drain().empty());  // nothing reported twice
 }
 
-TEST(TimerEvent, FirstReportBlocksOnceThenLags) {
+// The interval-time timer of the loop: running from the start, split at every log point.
+TEST(TimerEvent, IntervalTimerPreviewThenOneWindowPerLogPoint) {
   FakeClock clock;
   ClockEventSource events(&clock);
   EventTimer t("interval-time", &events);
   t.start();
   clock.advance(2.0);
-  // The first log point: the running timer is stopped and restarted; nothing has completed, yet the report is
-  // the full 2.0 s (never 0: the caller divides by it).
-  EXPECT_EQ(t.elapsed(), 2.0);
+  // The first log point: the running timer is split; nothing has completed, yet the line gets 2.0 s (never 0: the
+  // caller divides by it), at the price of one wait.
+  EXPECT_EQ(t.elapsed(false), 2.0);
   EXPECT_EQ(t.first_report_waits(), 1);
   EXPECT_EQ(events.blocking_waits(), 1 + wrong());
   EXPECT_TRUE(t.started());
   clock.advance(3.0);
-  EXPECT_EQ(t.elapsed(), 0.0);  // lagged: the second window's stop has not completed, and no wait
+  EXPECT_EQ(t.elapsed(), 2.0);  // window 1, reported now, one window late; window 2 (3.0 s) is in flight
   EXPECT_EQ(events.blocking_waits(), 1);
   clock.advance(4.0);
   events.resolve_upto(events.recorded());  // the device catches up
-  // Window 1 (3.0 s) is reported; window 2 (4.0 s) was closed by this very call and its stop is still in
-  // flight: it comes out later, not lost.
-  EXPECT_EQ(t.elapsed(), 3.0);
+  EXPECT_EQ(t.elapsed(), 3.0);  // window 2; window 3 (4.0 s) was closed by this very call
   EXPECT_EQ(events.blocking_waits(), 1);
   const auto last = t.drain();
-  ASSERT_EQ(last.size(), 2u);  // window 2, and window 3 opened by the last elapsed() (0 s long)
+  ASSERT_EQ(last.size(), 2u);  // window 3, and window 4 opened by the last elapsed() (0 s long)
   EXPECT_EQ(last[0].seconds, 4.0);
   EXPECT_EQ(last[1].seconds, 0.0);
 }
@@ -237,7 +249,10 @@ TEST(TimerEvent, ThousandIntervalsSumExactlyToTheRecordedTotal) {
     clock.advance(1.0 / 128.0);
     lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
     if ((lcg >> 60) == 0) events.resolve_upto(events.recorded() - static_cast<int64_t>((lcg >> 40) % 5));
-    if (k % 10 == 9) reported += t.elapsed();  // the log point, every 10 iterations
+    if (k % 10 == 9) {  // the log point, every 10 iterations (the first one previews)
+      const double v = t.elapsed();
+      if (!t.last_was_preview()) reported += v;
+    }
   }
   t.drain();
   reported += t.elapsed();
@@ -252,6 +267,87 @@ TEST(TimerEvent, ThousandIntervalsSumExactlyToTheRecordedTotal) {
   }
   EXPECT_EQ(sum, 62.453125);
   EXPECT_LE(t.max_pending_seen(), 1024u);
+}
+
+// ---- a device running a seeded random 0-3 windows behind ----
+
+TEST(TimerLaggingDevice, LagDecidesWhichWindowsAreComplete) {
+  FakeClock clock;
+  WindowLagEventSource events(&clock, /*seed=*/1, /*max_windows=*/0);  // lag always 0: the device is idle
+  events.record();
+  events.record();
+  EXPECT_EQ(events.begin_log_point(), 0);
+  EXPECT_TRUE(events.query(1));
+  events.end_log_point();
+  events.record();
+  EXPECT_FALSE(events.query(2 + wrong()));  // between log points nothing completes
+  WindowLagEventSource lagging(&clock, /*seed=*/7, /*max_windows=*/3);
+  std::vector<int> lags;
+  std::vector<int64_t> ends = {0};
+  for (int k = 1; k <= 40; ++k) {
+    for (int e = 0; e < 4; ++e) lagging.record();
+    const int lag = lagging.begin_log_point();
+    lags.push_back(lag);
+    // Complete exactly up to the end of the window `lag` log points back (lag 0: everything).
+    const int64_t done_upto = lag == 0 ? lagging.recorded() : ends[static_cast<size_t>(std::max(0, k - lag))];
+    if (done_upto > 0) EXPECT_TRUE(lagging.query(done_upto - 1)) << "log point " << k << " lag " << lag;
+    if (done_upto < lagging.recorded())
+      EXPECT_FALSE(lagging.query(lagging.recorded() - 1)) << "log point " << k << " lag " << lag;
+    lagging.end_log_point();
+    ends.push_back(lagging.recorded());
+  }
+  EXPECT_EQ(lagging.lags(), lags);
+  for (int v = 0; v <= 3; ++v)
+    EXPECT_NE(std::count(lags.begin(), lags.end(), v), 0) << "lag " << v << " never drawn in 40 log points";
+}
+
+// The loop's timers over 60 log points with the device 0-3 windows behind: every report after the first is
+// exactly the window before (its own distinct binary-fraction length), never 0, never two windows; a wait exactly
+// when the device was two or more windows behind. "Whatever has completed" fails this (issue 13, item 2).
+TEST(TimerLaggingDevice, OneWindowPerLogPointWhateverTheLag) {
+  FakeClock clock;
+  WindowLagEventSource events(&clock, /*seed=*/20261130, /*max_windows=*/3);
+  EventTimer interval("interval-time", &events), step("forward-backward", &events);
+  interval.start();
+  std::vector<double> window_seconds;
+  int64_t waits_expected = 0, behind = 0;
+  for (int k = 1; k <= 60; ++k) {
+    double window = 0.0;
+    for (int it = 0; it < 3; ++it) {  // three iterations per log window
+      step.start();
+      const double d = (k % 5 + 1) / 32.0 + it / 256.0;
+      clock.advance(d);
+      step.stop();
+      clock.advance(1.0 / 512.0);
+      window += d + 1.0 / 512.0;
+    }
+    window_seconds.push_back(window);
+    const int64_t waits_before = events.blocking_waits();
+    const int lag = events.begin_log_point();
+    const double v = interval.elapsed(k > 1);
+    step.elapsed();
+    events.end_log_point();
+    const auto got = interval.take_reported();
+    const auto steps = step.take_reported();
+    const int64_t waits = events.blocking_waits() - waits_before;
+    if (k == 1) {
+      EXPECT_TRUE(interval.last_was_preview());
+      EXPECT_TRUE(got.empty());
+      EXPECT_EQ(v, window_seconds[0]);
+      EXPECT_EQ(waits, 1) << "the first report waits once";
+      continue;
+    }
+    ASSERT_EQ(got.size(), 1u) << "log point " << k << " (lag " << lag << "): " << got.size() << " windows in one report";
+    EXPECT_EQ(got[0].seq, k - 2 + wrong());
+    EXPECT_EQ(got[0].seconds, window_seconds[k - 2]) << "log point " << k;
+    EXPECT_GT(v, 0.0);
+    EXPECT_EQ(steps.size(), 3u) << "log point " << k << ": the step timer's window before";
+    waits_expected += lag >= 2;
+    behind += lag >= 2;
+    EXPECT_EQ(waits, lag >= 2 ? 1 : 0) << "log point " << k << " lag " << lag;
+  }
+  EXPECT_EQ(interval.lag_waits(), waits_expected);
+  EXPECT_GT(behind, 5) << "the seeded lags rarely put the device two windows behind: not exercised";
 }
 
 // ---- Timers registry ----

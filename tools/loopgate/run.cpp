@@ -95,13 +95,18 @@ int cmd_run(const RunOptions& o) {
 
   int code = 0;
   try {
+    RunConfig config = o.config;
+    config.param_checksums = !o.trace_path.empty();  // only a Trace needs them (a copy of every param on a GPU)
+    // Megatron's print_rank_last: the last rank prints each line at its log point, stamped with the wall clock of
+    // that moment (the seed measured step time between these stamps), and flushes it.
+    if (!o.quiet)
+      config.print_log_line = [](const std::string& line) {
+        std::printf(" [%s]%s\n", timestamp().c_str(), line.c_str());
+        std::fflush(stdout);
+      };
     cupti_start_if_asked(rank);
-    RunResult r = run_arm(o.config, o.arm, MPI_COMM_WORLD);
+    RunResult r = run_arm(config, o.arm, MPI_COMM_WORLD);
     cupti_stop();
-    if (!o.quiet) {
-      for (const std::string& line : r.log_lines) std::printf(" [%s]%s\n", timestamp().c_str(), line.c_str());
-      std::fflush(stdout);
-    }
     Trace t = gather_trace(r, MPI_COMM_WORLD);
     if (rank == 0 && !o.trace_path.empty()) write_trace(t, o.trace_path);
     if (rank == 0 && o.syncs) {

@@ -103,23 +103,46 @@ double ClockEventSource::seconds_between(int64_t a, int64_t b) {
 
 void ClockEventSource::resolve_upto(int64_t n) { completed_upto_ = std::max(completed_upto_, n); }
 
+// ---- WindowLagEventSource ----
+
+WindowLagEventSource::WindowLagEventSource(Clock* clock, uint64_t seed, int max_windows)
+    : ClockEventSource(clock), rng_(seed), max_windows_(max_windows) {
+  LG_CHECK(max_windows >= 0, "event lag simulation: max_windows {} < 0", max_windows);
+}
+
+int WindowLagEventSource::begin_log_point() {
+  const int drawn = std::uniform_int_distribution<int>(0, max_windows_)(rng_);
+  // Lag 0: everything the host issued is done. Lag L: done up to the end of the window L log points back.
+  const int64_t k = static_cast<int64_t>(window_ends_.size());  // this log point's number
+  resolve_upto(drawn == 0 ? recorded() : window_ends_[static_cast<size_t>(std::max<int64_t>(0, k - drawn))]);
+  // What the device is really behind by: the current window, and each window ended at log points k-1, k-2, ...
+  // whose closing event is not complete — an earlier wait may have drained more than the draw says. A log
+  // point's last event restarts the running interval timer: it opens the next window, so it does not count.
+  int lag = completed_upto() < recorded() ? 1 : 0;
+  for (int64_t j = k - 1; j >= 1 && completed_upto() < window_ends_[static_cast<size_t>(j)] - 1; --j) ++lag;
+  lags_.push_back(lag);
+  return lag;
+}
+
+void WindowLagEventSource::end_log_point() { window_ends_.push_back(recorded()); }
+
 // ---- EventTimer ----
 
-EventTimer::EventTimer(std::string name, EventSource* events, size_t max_pending)
-    : name_(std::move(name)), events_(events), max_pending_(max_pending) {
+EventTimer::EventTimer(std::string name, EventSource* events, size_t max_pending, TimerReport report)
+    : name_(std::move(name)), events_(events), max_pending_(max_pending), report_(report) {
   LG_CHECK(events_ != nullptr, "event timer {} needs an event source", name_);
   LG_CHECK(max_pending_ >= 2, "event timer {}: max_pending {} < 2", name_, max_pending_);
 }
 
 void EventTimer::record(bool is_start) {
-  // Full: wait for the oldest closed interval (a blocking wait, the bound's price) and bank it.
+  // Full: wait for the oldest closed interval (a blocking wait, the bound's price) and keep it until its window
+  // is due — forced completion never makes a report early.
   while (pending_.size() >= max_pending_) {
     LG_CHECK(pending_.size() >= 2 && pending_[0].is_start && !pending_[1].is_start,
              "event timer {}: queue full without a closed interval", name_);
     events_->synchronize(pending_[1].event);
     ++forced_waits_;
-    auto done = harvest();
-    banked_.insert(banked_.end(), done.begin(), done.end());
+    harvest();
   }
   pending_.push_back({events_->record(), is_start, next_seq_});
   max_pending_seen_ = std::max(max_pending_seen_, pending_.size());
@@ -138,40 +161,97 @@ void EventTimer::stop(bool) {
   started_ = false;
 }
 
-std::vector<TimerInterval> EventTimer::harvest() {
-  std::vector<TimerInterval> out;
+void EventTimer::harvest() {
   while (pending_.size() >= 2 && pending_[0].is_start && !pending_[1].is_start &&
          events_->query(pending_[0].event) && events_->query(pending_[1].event)) {
-    out.push_back({name_, pending_[0].seq, events_->seconds_between(pending_[0].event, pending_[1].event)});
+    done_[pending_[0].seq] = events_->seconds_between(pending_[0].event, pending_[1].event);
     pending_.pop_front();
     pending_.pop_front();
   }
+}
+
+bool EventTimer::wait_for(int64_t end_seq) {
+  harvest();
+  bool waited = false;
+  // The stop event of the window's last interval: once it completes, so has every earlier event (one stream).
+  for (const Pending& p : pending_) {
+    if (p.is_start || p.seq >= end_seq) continue;
+    if (!events_->query(p.event)) {
+      const int64_t before = events_->blocking_waits();
+      auto last = std::find_if(pending_.rbegin(), pending_.rend(),
+                               [end_seq](const Pending& q) { return !q.is_start && q.seq < end_seq; });
+      events_->synchronize(last->event);
+      waited = events_->blocking_waits() > before;
+    }
+    break;
+  }
+  harvest();
+  LG_CHECK(done_.empty() || done_.begin()->first >= reported_upto_, "event timer {}: interval {} reported twice",
+           name_, done_.begin()->first);
+  for (int64_t s = reported_upto_; s < end_seq; ++s)
+    LG_CHECK(done_.count(s), "event timer {}: interval {} still pending after its wait", name_, s);
+  return waited;
+}
+
+double EventTimer::sum_done(int64_t from, int64_t to) const {
+  double sum = 0.0;
+  for (auto it = done_.lower_bound(from); it != done_.end() && it->first < to; ++it) sum += it->second;
+  return sum;
+}
+
+std::vector<TimerInterval> EventTimer::report_upto(int64_t end_seq) {
+  std::vector<TimerInterval> out;
+  for (; reported_upto_ < end_seq; ++reported_upto_) {
+    auto it = done_.find(reported_upto_);
+    out.push_back({name_, reported_upto_, it->second});
+    elapsed_ += it->second;
+    done_.erase(it);
+  }
+  reported_.insert(reported_.end(), out.begin(), out.end());
   return out;
+}
+
+// The seed's first form (a planted defect's policy): report every interval completed by now, in order; the first
+// report waits for the newest interval if nothing has completed.
+double EventTimer::elapsed_whatever_completed() {
+  harvest();
+  int64_t upto = reported_upto_;
+  while (done_.count(upto)) ++upto;
+  if (!preview_done_ && upto == reported_upto_ && next_seq_ > reported_upto_) {
+    if (wait_for(next_seq_)) ++first_report_waits_;
+    upto = next_seq_;
+  }
+  if (upto > reported_upto_) preview_done_ = true;
+  report_upto(upto);
+  return elapsed_;
 }
 
 double EventTimer::elapsed(bool reset, bool) {
   const bool was_started = started_;
   if (was_started) stop();
-  std::vector<TimerInterval> now = std::exchange(banked_, {});
-  auto done = harvest();
-  now.insert(now.end(), done.begin(), done.end());
-  // The first report waits once for the windows closed so far: it has no earlier value to stand in for it,
-  // and the caller divides by it (seed PR: "the timer's first report blocks once, deliberately").
-  if (!first_report_done_ && now.empty() && pending_.size() >= 2) {
-    const auto last_stop = std::find_if(pending_.rbegin(), pending_.rend(), [](const Pending& p) { return !p.is_start; });
-    if (last_stop != pending_.rend()) {
-      events_->synchronize(last_stop->event);
-      ++first_report_waits_;
-      now = harvest();
-    }
+  window_ends_.push_back(next_seq_);  // the window this log point closes
+  last_was_preview_ = !preview_done_ && report_ == TimerReport::kLaggedOneWindow;
+  double value;
+  if (report_ == TimerReport::kWhateverCompleted) {
+    window_ends_.clear();
+    value = elapsed_whatever_completed();
+  } else if (!preview_done_) {
+    // The first log point: no earlier window to report. Wait once for this one and show it; it is reported
+    // (exactly once) by the next log point.
+    if (wait_for(window_ends_.back())) ++first_report_waits_;
+    preview_done_ = true;
+    value = elapsed_ + sum_done(reported_upto_, window_ends_.back());
+  } else {
+    // Every later log point reports the window before the one it just closed: exactly one window.
+    const int64_t due = window_ends_.front();
+    window_ends_.pop_front();
+    if (wait_for(due)) ++lag_waits_;
+    report_upto(due);
+    value = elapsed_;
   }
-  for (const auto& iv : now) elapsed_ += iv.seconds;
-  if (!now.empty()) first_report_done_ = true;
-  reported_.insert(reported_.end(), now.begin(), now.end());
-  const double e = elapsed_;
   if (reset) elapsed_ = 0.0;
   if (was_started) start();
-  return e;
+  return value;
 }
 
 void EventTimer::reset() {
@@ -187,14 +267,10 @@ std::vector<TimerInterval> EventTimer::take_reported() { return std::exchange(re
 std::vector<TimerInterval> EventTimer::drain() {
   if (started_) stop();
   if (!pending_.empty()) events_->synchronize(pending_.back().event);
-  std::vector<TimerInterval> out = std::exchange(banked_, {});
-  auto done = harvest();
-  out.insert(out.end(), done.begin(), done.end());
+  harvest();
   LG_CHECK(pending_.empty(), "event timer {}: {} events still pending after drain", name_, pending_.size());
-  for (const auto& iv : out) elapsed_ += iv.seconds;
-  if (!out.empty()) first_report_done_ = true;
-  reported_.insert(reported_.end(), out.begin(), out.end());
-  return out;
+  window_ends_.clear();
+  return report_upto(next_seq_);
 }
 
 // ---- Timers ----

@@ -1,13 +1,18 @@
 // Timers (Megatron: megatron/core/timers.py; megatron-semantics.md §7) in two forms, one interface:
 //   HostTimer  — the baseline: host clock read after a device synchronize, optionally behind a barrier, in both
 //                start() and stop(). Exact and immediate, and it blocks the host every time.
-//   EventTimer — the sync-free form (seed commit 4): start/stop record events on the device stream; a report
-//                sums only the intervals whose both events have completed. Lagged but lossless: every interval
-//                is reported exactly once, in order; at most 1024 events pending (the oldest is waited for when
-//                full); drain() reports every open window; the first report waits once so the first log line
-//                never divides by zero.
-// On CPU an "event" is a clock stamp taken when it is recorded (the CPU "device" runs in program order), whose
-// *completion* the EventSource decides — tests drive completion by hand to model a device running behind.
+//   EventTimer — the sync-free form (seed commit 4): start/stop record events on the device stream. Each
+//                elapsed() is a log point that closes a window, and reports are lagged by EXACTLY ONE window:
+//                the call at log point k reports the window that ended at log point k-1 (complete long ago on
+//                a device at most one window behind, so reading it costs nothing; waited for, and counted,
+//                when the device is further behind). The first call has no earlier window: it waits once for
+//                the window it just closed and returns its time as a preview (never 0: the caller divides by
+//                it); that window is reported, once, by the next call. Lossless: every interval is reported
+//                exactly once, in order; at most 1024 events pending (the oldest is waited for when full);
+//                drain() reports every open window. Never "whatever has completed": on a GPU that gives a 0.0
+//                line and then two windows in one line (measured on an H200, issue 13).
+// On CPU an "event" is a clock stamp taken when it is recorded, whose *completion* the EventSource decides —
+// tests drive completion by hand, or WindowLagEventSource simulates a device running 0..N windows behind.
 // Not here: the CUDA event source (GPU tier) and what the loop times.
 #pragma once
 #include <c10/core/Device.h>
@@ -17,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -133,6 +139,7 @@ class ClockEventSource : public EventSource {
   int64_t blocking_waits() const override { return blocking_waits_; }
 
   void resolve_upto(int64_t n);  // events with id < n have completed
+  int64_t completed_upto() const { return completed_upto_; }  // ids below are known complete
   void set_completion(std::function<bool(int64_t id)> done) { done_ = std::move(done); }
   int64_t recorded() const { return static_cast<int64_t>(stamps_.size()); }
 
@@ -145,25 +152,55 @@ class ClockEventSource : public EventSource {
   int64_t blocking_waits_ = 0;
 };
 
+// A CPU stand-in for a GPU that runs behind the host: at each log point the device has completed the work of
+// all but the last `lag` windows, `lag` drawn from a seeded uniform 0..max_windows (0: the device is idle) — or
+// more, if an earlier wait already drained it (completion never goes back). The loop calls begin_log_point()
+// before its timers report and end_log_point() after, so a window is the events recorded between two log
+// points. Between log points nothing completes (the device is "busy").
+class WindowLagEventSource : public ClockEventSource {
+ public:
+  WindowLagEventSource(Clock* clock, uint64_t seed, int max_windows);
+  int begin_log_point();  // applies this log point's lag; returns how many windows are still incomplete
+  void end_log_point();   // the events recorded so far end this log point's window
+  const std::vector<int>& lags() const { return lags_; }  // begin_log_point()'s results, in order
+
+ private:
+  std::mt19937_64 rng_;
+  int max_windows_;
+  std::vector<int64_t> window_ends_ = {0};  // events recorded at the end of log point 0 (start), 1, 2, ...
+  std::vector<int> lags_;
+};
+
 // ---- EventTimer (sync-free) ----
+
+// How an EventTimer reports at a log point. kLaggedOneWindow is the contract above. kWhateverCompleted is the seed
+// PR's first form — every interval complete by now, the first report waiting if there is none — kept only as a
+// policy a planted-defect arm carries, because it is what gave 0.0 lines and doubled windows on an H200.
+enum class TimerReport { kLaggedOneWindow, kWhateverCompleted };
 
 class EventTimer : public Timer {
  public:
   static constexpr size_t kMaxPendingEvents = 1024;
-  EventTimer(std::string name, EventSource* events, size_t max_pending = kMaxPendingEvents);
+  EventTimer(std::string name, EventSource* events, size_t max_pending = kMaxPendingEvents,
+             TimerReport report = TimerReport::kLaggedOneWindow);
   const std::string& name() const override { return name_; }
   void start(bool barrier = false) override;  // barrier ignored: the sync-free form drops the per-call barrier
   void stop(bool barrier = false) override;
+  // A log point: closes the current window (a running timer stops and restarts at the boundary) and reports
+  // the window before it, lagged by one (see the file comment); returns the accumulated reported seconds (the
+  // first call: the preview of the window it closed). `reset` clears the accumulation after the read.
   double elapsed(bool reset = true, bool barrier = false) override;
   void reset() override;  // drops the accumulated (already reported) sum; pending intervals stay pending
   bool started() const override { return started_; }
   std::vector<TimerInterval> take_reported() override;
 
   std::vector<TimerInterval> drain() override;  // waits for every pending event (one blocking wait)
+  bool last_was_preview() const { return last_was_preview_; }  // the last elapsed() was the first call's preview
   size_t pending_events() const { return pending_.size(); }
   size_t max_pending_seen() const { return max_pending_seen_; }
   int64_t forced_waits() const { return forced_waits_; }  // waits because the queue was full
   int64_t first_report_waits() const { return first_report_waits_; }
+  int64_t lag_waits() const { return lag_waits_; }  // later reports that waited: the device was > 1 window behind
 
  private:
   struct Pending {
@@ -172,20 +209,28 @@ class EventTimer : public Timer {
     int64_t seq;
   };
   void record(bool is_start);
-  std::vector<TimerInterval> harvest();  // completed intervals, in order, removed from pending_
+  void harvest();                        // completed intervals move from pending_ to done_
+  bool wait_for(int64_t end_seq);        // every interval below end_seq harvested; true if that blocked
+  double sum_done(int64_t from, int64_t to) const;
+  std::vector<TimerInterval> report_upto(int64_t end_seq);  // done_ [reported_upto_, end_seq) -> reported
+
+  double elapsed_whatever_completed();
 
   std::string name_;
   EventSource* events_;
   size_t max_pending_;
+  TimerReport report_;
   bool started_ = false;
   int64_t next_seq_ = 0;
-  bool first_report_done_ = false;
+  bool preview_done_ = false, last_was_preview_ = false;
   double elapsed_ = 0.0;
   std::deque<Pending> pending_;
-  std::vector<TimerInterval> banked_;    // harvested (forced by a full queue) but not yet reported
+  std::map<int64_t, double> done_;       // harvested, not yet reported: seq -> seconds
+  std::deque<int64_t> window_ends_;      // closed windows not yet reported: the seq each ends before
+  int64_t reported_upto_ = 0;            // intervals with seq below this were reported
   std::vector<TimerInterval> reported_;  // reported, not yet taken
   size_t max_pending_seen_ = 0;
-  int64_t forced_waits_ = 0, first_report_waits_ = 0;
+  int64_t forced_waits_ = 0, first_report_waits_ = 0, lag_waits_ = 0;
 };
 
 // ---- the registry (Megatron's Timers) ----

@@ -52,6 +52,10 @@ std::vector<Arm> build_arms() {
   arms.push_back(defect_arm("defect-numerics", Defect::kPerturbNumerics, "the step uses a learning rate off by 2^-10"));
   arms.push_back(defect_arm("defect-stale-log", Defect::kBatchedReadStale,
                             "the batched read reports a stale grad norm"));
+  Arm whatever = defect_arm("defect-timer-whatever-completed", Defect::kNone,
+                            "deferred timers report whatever has completed (0.0 lines, doubled windows)");
+  whatever.timer_report = TimerReport::kWhateverCompleted;
+  arms.push_back(whatever);
   arms.push_back(defect_arm("defect-hidden-sync", Defect::kHiddenSync,
                             "a device synchronize outside the ledger per iteration (only CUPTI sees it)"));
   return arms;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "trainer/instrument/timers.h"
+
 namespace loopgate {
 
 enum class SyncMode { kEager, kDeferred };
@@ -32,6 +34,7 @@ struct Arm {
   SyncMode timers = SyncMode::kEager;          // commit 4: device-event timers, no per-call barrier
   SyncMode exit_vote = SyncMode::kEager;       // commit 5: exit vote rides the batched read
   bool one_read = false;                       // onesync
+  TimerReport timer_report = TimerReport::kLaggedOneWindow;  // deferred timers: how a log point reports
   Defect defect = Defect::kNone;
 };
 

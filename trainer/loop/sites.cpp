@@ -72,16 +72,25 @@ Sites::Sites(const Arm& arm, const RunConfig& config, Ledger& ledger, ProcessGro
     : arm_(arm), config_(config), ledger_(ledger), groups_(groups), rank_(world_rank) {
   start_time_ = clock_.now();
   // CPU "device events" complete with a lag of two later events, as queued device work would: reports are
-  // lagged, and the first report has to wait once (what the CUDA-event timer does on a GPU).
-  events_ = std::make_unique<ClockEventSource>(&clock_, /*auto_complete=*/false);
-  ClockEventSource* ev = events_.get();
-  events_->set_completion([ev](int64_t id) { return id + 2 < ev->recorded(); });
+  // lagged, and the first report has to wait once (what the CUDA-event timer does on a GPU). With
+  // RunConfig::event_lag the CPU device instead runs a seeded random 0..N log windows behind the host.
+  if (config.event_lag.max_windows > 0) {
+    auto lag = std::make_unique<WindowLagEventSource>(&clock_, config.event_lag.seed ^ static_cast<uint64_t>(rank_),
+                                                      config.event_lag.max_windows);
+    lag_ = lag.get();
+    events_ = std::move(lag);
+  } else {
+    events_ = std::make_unique<ClockEventSource>(&clock_, /*auto_complete=*/false);
+    ClockEventSource* ev = events_.get();
+    events_->set_completion([ev](int64_t id) { return id + 2 < ev->recorded(); });
+  }
 #if LOOPGATE_HAS_CUDA
-  if (run_device().is_cuda()) device_events_ = make_cuda_event_source();  // GPU: real device events
+  if (run_device().is_cuda() && !lag_) device_events_ = make_cuda_event_source();  // GPU: real device events
 #endif
-  EventSource* timer_events = device_events_ ? device_events_.get() : events_.get();
+  timer_events_ = device_events_ ? device_events_.get() : events_.get();
   auto make = [&](const std::string& name) -> std::unique_ptr<Timer> {
-    if (arm_.timers == SyncMode::kDeferred) return std::make_unique<EventTimer>(name, timer_events);
+    if (arm_.timers == SyncMode::kDeferred)
+      return std::make_unique<EventTimer>(name, timer_events_, EventTimer::kMaxPendingEvents, arm_.timer_report);
     return std::make_unique<HostTimer>(name, &clock_, groups_.world.get(), [this] {
       ledger_.record_sync(Site::kTimers);
 #if LOOPGATE_HAS_CUDA
@@ -161,7 +170,7 @@ at::Tensor Sites::one_read_vote(RerunStateMachine& rerun, bool log_point, int64_
   Bundle pre;
   pre.add("vote", rerun.decision_tensor());
   if (log_point && config_.exit_duration_in_mins > 0) pre.add_host("exit", exit_flag_local(iteration) ? 1.0 : 0.0);
-  if (log_point) add_timer_values(pre, /*reset=*/iteration != 1);
+  if (log_point) add_timer_values(pre, iteration);
   one_read_keys_ = pre.keys();
   one_read_packed_ = pre.packed();
   groups_.world->all_reduce(one_read_packed_, ReduceOp::kMax);  // the one collective of the iteration
@@ -188,12 +197,15 @@ void Sites::timer_start(const std::string& name) { timers_.at(name)->start(/*bar
 void Sites::timer_stop(const std::string& name) { timers_.at(name)->stop(/*barrier=*/false); }
 void Sites::start_interval_timer() { timers_.at(kIntervalTimer)->start(/*barrier=*/true); }
 
-// Deferred: resolved event times ride the batched read as MAX and MAX-of-negated (= MIN) over ranks.
-void Sites::add_timer_values(Bundle& b, bool reset) {
-  int64_t waits_before = events_->blocking_waits();
-  // interval-time first: its elapsed() records the newest event, so its first-report wait (one stream) completes
-  // every other timer's windows too and the first report blocks once — also for onesync, whose read comes
-  // before the optimizer window, where forward-backward would otherwise wait on its own.
+// Deferred: each timer's report (lagged by one window, trainer/instrument/timers.h) rides the batched read as
+// MAX and MAX-of-negated (= MIN) over ranks. A log point closes a window of iterations; the value reported
+// covers the window before it (the first log point: a preview of its own window, waited for once).
+void Sites::add_timer_values(Bundle& b, int64_t iteration) {
+  const bool reset = iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
+  if (lag_) lag_->begin_log_point();
+  const int64_t waits_before = timer_events_->blocking_waits();
+  // interval-time first: its window's end is the newest event, so a wait for it (one stream) completes every
+  // other timer's window too and a report waits at most once.
   std::vector<std::pair<std::string, Timer*>> order = {{kIntervalTimer, timers_.at(kIntervalTimer).get()}};
   for (auto& [name, timer] : timers_)
     if (name != kIntervalTimer) order.emplace_back(name, timer.get());
@@ -203,21 +215,26 @@ void Sites::add_timer_values(Bundle& b, bool reset) {
     b.add_host("timer:" + name + ":negmin", -v);
     for (TimerInterval& t : timer->take_reported()) reported_.push_back(t);
   }
-  // The first report waits for its events once, so the first log line has a time to divide by.
-  for (int64_t w = waits_before; w < events_->blocking_waits(); ++w)
-    ledger_.record_sync(Site::kTimers);
-}
-
-int64_t Sites::first_report_waits() const {
-  int64_t n = 0;
-  for (auto& [name, timer] : timers_)
-    if (auto* ev = dynamic_cast<EventTimer*>(timer.get())) n += ev->first_report_waits();
-  return n;
+  closed_windows_.push_back({window_start_, iteration});
+  window_start_ = iteration + 1;
+  if (arm_.timer_report == TimerReport::kWhateverCompleted) {
+    shown_window_ = closed_windows_.back();  // what this policy claims; the gate checks what it reported
+    closed_windows_.clear();
+  } else if (dynamic_cast<EventTimer&>(*timers_.at(kIntervalTimer)).last_was_preview()) {
+    shown_window_ = closed_windows_.back();  // reported by the next log point
+  } else {
+    shown_window_ = closed_windows_.front();
+    closed_windows_.pop_front();
+  }
+  if (lag_) lag_->end_log_point();
+  // The first report's wait, and any later one (the device was more than a window behind), are host syncs.
+  for (int64_t w = waits_before; w < timer_events_->blocking_waits(); ++w) ledger_.record_sync(Site::kTimers);
 }
 
 // Eager: host-clock timers (their synchronizes were counted at start/stop), then Timers.log's all-gather of
 // every rank's times and one read of the result.
-std::map<std::string, double> Sites::timer_values_eager(bool reset) {
+std::map<std::string, double> Sites::timer_values_eager(int64_t iteration) {
+  const bool reset = iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
   std::vector<std::string> names;
   std::vector<double> values;
   for (auto& [name, timer] : timers_) {
@@ -242,28 +259,29 @@ std::map<std::string, double> Sites::timer_values_eager(bool reset) {
   (void)values;
   out["timer:local:" + std::string(kIntervalTimer)] = values[std::distance(
       names.begin(), std::find(names.begin(), names.end(), kIntervalTimer))];
+  shown_window_ = {window_start_, iteration};
+  if (reset) window_start_ = iteration + 1;
   return out;
 }
 
-std::vector<TimerInterval> Sites::finish(double* interval_total, int64_t* first_report_waits) {
+TimerSummary Sites::finish() {
   for (auto& [name, timer] : timers_) {
     for (TimerInterval& t : timer->drain()) reported_.push_back(t);
   }
-  double total = 0.0;
+  TimerSummary out;
   for (const TimerInterval& t : reported_)
-    if (t.name == kIntervalTimer) total += t.seconds;
-  *interval_total = total;
-  *first_report_waits = 0;
-  if (auto* ev = dynamic_cast<EventTimer*>(timers_.at(kIntervalTimer).get())) *first_report_waits = ev->first_report_waits();
-  if (arm_.defect == Defect::kDropTimerInterval && reported_.size() > 2) reported_.erase(reported_.begin() + 1);
-  return reported_;
-}
-
-int64_t Sites::max_pending_events() const {
-  size_t n = 0;
+    if (t.name == kIntervalTimer) out.interval_total += t.seconds;
+  if (auto* ev = dynamic_cast<EventTimer*>(timers_.at(kIntervalTimer).get())) {
+    out.first_report_waits = ev->first_report_waits();
+    out.lag_waits = ev->lag_waits();
+  }
   for (auto& [name, timer] : timers_)
-    if (auto* ev = dynamic_cast<EventTimer*>(timer.get())) n = std::max(n, ev->max_pending_seen());
-  return static_cast<int64_t>(n);
+    if (auto* ev = dynamic_cast<EventTimer*>(timer.get()))
+      out.max_pending_events = std::max(out.max_pending_events, static_cast<int64_t>(ev->max_pending_seen()));
+  if (lag_) out.event_lags = lag_->lags();
+  if (arm_.defect == Defect::kDropTimerInterval && reported_.size() > 2) reported_.erase(reported_.begin() + 1);
+  out.intervals = reported_;
+  return out;
 }
 
 // ---- commit 5: exit duration ----
@@ -355,7 +373,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
     }
     // The LR rides the read as the same float32 that reduce_max_stat would have made of it.
     if (!eager_scalars) bundle.add("lr", at::full({1}, lr, f32()));
-    if (arm_.timers == SyncMode::kDeferred) add_timer_values(bundle, reset);
+    if (arm_.timers == SyncMode::kDeferred) add_timer_values(bundle, in.iteration);
     if (arm_.exit_vote == SyncMode::kDeferred && config_.exit_duration_in_mins > 0)
       bundle.add_host("exit", exit_flag_local(in.iteration) ? 1.0 : 0.0);
     if (!bundle.empty()) v = bundle.resolve(ledger_, Site::kBatchedLogRead, *groups_.world);
@@ -371,7 +389,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
     if (!eager_scalars) lr = v["lr"];
   }
   if (arm_.timers == SyncMode::kEager) {
-    std::map<std::string, double> t = timer_values_eager(reset);
+    std::map<std::string, double> t = timer_values_eager(in.iteration);
     v.insert(t.begin(), t.end());
   }
   if (v.count("exit")) out.exit_vote = v["exit"] != 0.0;
@@ -400,8 +418,10 @@ LogOutputs Sites::training_log(const LogInputs& in) {
   f.train_iters = in.train_iters;
   f.consumed_samples = in.consumed_samples;
   f.global_batch = in.global_batch;
-  double interval = timers_.count(kIntervalTimer) ? v["timer:" + std::string(kIntervalTimer) + ":max"] : 0.0;
-  f.elapsed_ms_per_iteration = interval / static_cast<double>(std::max<int64_t>(1, advanced_ + skipped_)) * 1000.0;
+  // The time covers shown_window_ (eager: this log interval; deferred: the one before, lagged by one window).
+  const double interval = v["timer:" + std::string(kIntervalTimer) + ":max"];
+  const int64_t window_iterations = shown_window_.last - shown_window_.first + 1;
+  f.elapsed_ms_per_iteration = interval / static_cast<double>(std::max<int64_t>(1, window_iterations)) * 1000.0;
   f.learning_rate = lr;
   f.has_loss = has_total_loss_ && loss_avg >= 0.0;
   f.lm_loss = loss_avg;
@@ -424,6 +444,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
   out.loss_scale = loss_scale;
   out.nan_iteration = nan_ > 0;
   out.timer_intervals.assign(reported_.begin() + static_cast<long>(reported_mark_), reported_.end());
+  out.timer_window = shown_window_;
   reported_mark_ = reported_.size();
   if (reset) {
     advanced_ = skipped_ = nan_ = 0;

@@ -6,6 +6,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -58,11 +59,27 @@ struct LogInputs {
   const std::map<std::string, double>* pre_read = nullptr;
 };
 
+// The iterations (1-based, inclusive) a reported interval-time value covers.
+struct TimerWindow {
+  int64_t first = 0, last = 0;
+};
+
+// What the timers did over a run (Sites::finish).
+struct TimerSummary {
+  std::vector<TimerInterval> intervals;  // every interval reported, in report order
+  double interval_total = 0.0;           // sum of the interval-time intervals
+  int64_t first_report_waits = 0;        // deferred: the first report's wait (0 or 1)
+  int64_t lag_waits = 0;                 // deferred: later reports that waited (device > 1 window behind)
+  int64_t max_pending_events = 0;        // the most events any EventTimer held pending (bound 1024); 0 eager
+  std::vector<int> event_lags;           // RunConfig::event_lag: the simulated lag at each log point
+};
+
 struct LogOutputs {
   std::optional<std::string> line;  // printed on the last rank only (print_rank_last)
   double lm_loss = NAN, grad_norm = NAN, num_zeros = NAN, params_norm = NAN, learning_rate = NAN, loss_scale = NAN;
   bool nan_iteration = false;
   std::vector<TimerInterval> timer_intervals;
+  TimerWindow timer_window;  // the iterations the logged elapsed time covers
   bool exit_vote = false;  // the duration vote if it rode this log point's batched read
 };
 
@@ -87,10 +104,8 @@ class Sites {
   void timer_start(const std::string& name);
   void timer_stop(const std::string& name);
   void start_interval_timer();
-  // Drains every timer (stop of the timer set); returns every interval ever reported, in report order.
-  std::vector<TimerInterval> finish(double* interval_total, int64_t* first_report_waits);
-  // The most events any device-event timer held pending at once (EventTimer::max_pending_seen); 0 for host timers.
-  int64_t max_pending_events() const;
+  // Drains every timer (stop of the timer set): every interval ever reported, in report order, and counters.
+  TimerSummary finish();
 
   // ---- commits 2, 3, 5: training_log and the batched read ----
   LogOutputs training_log(const LogInputs& in);
@@ -102,9 +117,8 @@ class Sites {
   double read_scalar(Site site, const at::Tensor& t);
   double reduce_max_stat_eager(Site site, const at::Tensor& stat);  // read + H2D + MAX over mp + 2 reads
   double reduce_max_stat_host(Site site, double local);
-  int64_t first_report_waits() const;
-  void add_timer_values(Bundle& b, bool reset);
-  std::map<std::string, double> timer_values_eager(bool reset);
+  void add_timer_values(Bundle& b, int64_t iteration);
+  std::map<std::string, double> timer_values_eager(int64_t iteration);
 
   const Arm& arm_;
   const RunConfig& config_;
@@ -115,6 +129,11 @@ class Sites {
   double start_time_ = 0.0;
   std::unique_ptr<ClockEventSource> events_;
   std::unique_ptr<EventSource> device_events_;  // CUDA events on the GPU tier (timers use them when set)
+  EventSource* timer_events_ = nullptr;         // the one the deferred timers record on
+  WindowLagEventSource* lag_ = nullptr;         // events_, when RunConfig::event_lag simulates a lagging device
+  int64_t window_start_ = 1;                    // first iteration of the timers' current window
+  std::deque<TimerWindow> closed_windows_;      // deferred: closed, not yet reported
+  TimerWindow shown_window_;                    // what this log point's time covers
   std::map<std::string, std::unique_ptr<Timer>> timers_;
   std::vector<TimerInterval> reported_;
   size_t reported_mark_ = 0;  // reported_[mark..] were reported since the last log point

@@ -129,6 +129,8 @@ bool records_equal(const IterationRecord& a, const IterationRecord& b, std::stri
       return fail(fmt::format("timer interval {}: {}#{}={} vs {}#{}={}", i, x.name, x.seq, hex(x.seconds), y.name,
                               y.seq, hex(y.seconds)));
   }
+  if (a.timer_window_first != b.timer_window_first || a.timer_window_last != b.timer_window_last)
+    return fail("timer_window differs");
   if (a.reads_per_site != b.reads_per_site) return fail("reads_per_site differs");
   if (a.fault_verdicts != b.fault_verdicts) return fail("fault_verdicts differ");
   if (a.param_checksum_before != b.param_checksum_before) return fail("param_checksum_before differs");
@@ -169,6 +171,7 @@ nlohmann::json to_json(const IterationRecord& r) {
   j["timer_intervals"] = nlohmann::json::array();
   for (const auto& iv : r.timer_intervals)
     j["timer_intervals"].push_back({{"name", iv.name}, {"seq", iv.seq}, {"seconds", exact(iv.seconds)}});
+  j["timer_window"] = {r.timer_window_first, r.timer_window_last};
   j["reads_per_site"] = r.reads_per_site;
   j["fault_verdicts"] = nlohmann::json::array();
   for (const auto& v : r.fault_verdicts)
@@ -208,6 +211,12 @@ IterationRecord record_from_json(const nlohmann::json& j) {
   r.consumed_samples = field<int64_t>(j, "consumed_samples");
   for (const auto& iv : field<nlohmann::json>(j, "timer_intervals"))
     r.timer_intervals.push_back({field<std::string>(iv, "name"), field<int64_t>(iv, "seq"), exact_field(iv, "seconds")});
+  if (j.contains("timer_window")) {  // absent in Traces written before it existed
+    const auto w = field<std::vector<int64_t>>(j, "timer_window");
+    LG_INPUT_CHECK(w.size() == 2, "trace JSON: field 'timer_window' must be [first, last] (got {} values)", w.size());
+    r.timer_window_first = w[0];
+    r.timer_window_last = w[1];
+  }
   r.reads_per_site = field<std::map<std::string, int64_t>>(j, "reads_per_site");
   for (const auto& v : field<nlohmann::json>(j, "fault_verdicts")) {
     const std::string phase = field<std::string>(v, "phase");

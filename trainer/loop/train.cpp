@@ -61,7 +61,9 @@ std::vector<at::Tensor> main_grads(Loop& L) {
   return grads;
 }
 
+// Only when asked (RunConfig::param_checksums: a Trace or a gate): on a GPU each one is a device-to-host copy.
 uint64_t params_checksum(Loop& L) {
+  if (!L.cfg.param_checksums) return 0;
   std::vector<at::Tensor> values;
   for (const Param& p : L.stage.params) values.push_back(p.value);
   return L.ledger.checksum(values);  // a diagnostic read of the Trace, not a loop site
@@ -278,8 +280,13 @@ void record_iteration(Loop& L, IterationRecord& rec, const StepOutcome& step, co
     rec.loss_scale = log.loss_scale;
     rec.nan = log.nan_iteration;
     rec.timer_intervals = log.timer_intervals;
+    rec.timer_window_first = log.timer_window.first;
+    rec.timer_window_last = log.timer_window.last;
   }
-  if (log.line) L.result.log_lines.push_back(*log.line);
+  if (log.line) {
+    L.result.log_lines.push_back(*log.line);
+    if (L.cfg.print_log_line) L.cfg.print_log_line(*log.line);  // at its log point, as Megatron prints it
+  }
   rec.reads_per_site = L.ledger.counts_by_name(rec.iteration - 1);
   L.result.trace.records.push_back(rec);
   L.result.iterations_done = rec.iteration;
@@ -345,8 +352,7 @@ RunResult train(const RunConfig& cfg, const Arm& arm, ProcessGroups& groups, int
   } catch (const CaptureStopped&) {
     return L.result;  // a probed region did not capture on some rank: its work never ran, stop here
   }
-  L.result.all_timer_intervals = L.sites.finish(&L.result.interval_time_recorded, &L.result.timer_first_report_waits);
-  L.result.timer_max_pending_events = L.sites.max_pending_events();
+  L.result.timers = L.sites.finish();
   return L.result;
 }
 

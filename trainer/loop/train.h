@@ -2,6 +2,7 @@
 // (trainer/loop/sites.h) whose eager or deferred form the arm selects, so the loop body is the same for all arms.
 // Megatron: training.py train(), train_step(), training_log(), checkpoint_and_decide_exit().
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "trainer/instrument/fault.h"
 #include "trainer/loop/arms.h"
 #include "trainer/loop/rerun.h"
+#include "trainer/loop/sites.h"
 #include "trainer/loop/trace.h"
 #include "trainer/model/config.h"
 #include "trainer/optim/adam.h"
@@ -45,6 +47,15 @@ struct RunConfig {
   int64_t bucket_size = 0;                 // grad-buffer bucket size in elements (0 = default)
   CommOptions comm;                        // reduction order (kPermuted for the distributional gate)
   CaptureSpec capture;                     // CUDA-graph capture probe of one region (GPU only; off by default)
+  // CPU simulation of a device running behind the host: timer events complete a seeded random 0..max_windows
+  // log windows late (0 = off). What a GPU does and a lockstep CPU rank cannot show (issue 13, item 2).
+  struct EventLag {
+    uint64_t seed = 0;
+    int max_windows = 0;
+  } event_lag;
+  bool param_checksums = false;            // a parameter checksum before and after each step (a Trace or gate)
+  // Called on the last rank at each log point with the Megatron line (print_rank_last), as it is made.
+  std::function<void(const std::string& line)> print_log_line;
 };
 
 struct RunResult {
@@ -53,10 +64,7 @@ struct RunResult {
   int64_t iterations_done = 0;
   bool exited_on_duration = false;
   std::vector<std::string> log_lines;  // Megatron-format lines printed on this rank (print_rank_last)
-  std::vector<TimerInterval> all_timer_intervals;  // every interval reported, in report order
-  double interval_time_recorded = 0.0;             // sum of every interval-time interval measured
-  int64_t timer_first_report_waits = 0;
-  int64_t timer_max_pending_events = 0;  // the most events any EventTimer held pending (bound: 1024); 0 eager
+  TimerSummary timers;  // every interval reported, in report order; waits; pending bound
   CaptureVerdict capture;                // the capture probe's verdict on this rank (attempted = false: off)
 };
 
