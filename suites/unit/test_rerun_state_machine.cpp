@@ -49,7 +49,7 @@ TEST(Rerun, FirstIterationOfTheJobIsNotValidated) {
   m.begin_iteration(1);
   EXPECT_FALSE(m.should_validate());
   m.bank_host(true, "found NaN in local forward loss calculation");  // ignored: not validated
-  m.bank_device(at::ones({1}, at::kBool));                             // ignored too
+  m.bank_value(at::full({}, std::numeric_limits<float>::quiet_NaN()));  // ignored too
   EXPECT_EQ(flag(m), 0);
   EXPECT_TRUE(m.decide(0.0).proceed());
   m.end_iteration();
@@ -108,7 +108,7 @@ TEST(Rerun, SkipOutcomeSkipsTheStepAndTheNextStepProceeds) {
   m.begin_iteration(1);
   m.end_iteration();
   m.begin_iteration(2);
-  m.bank_device(RerunStateMachine::nonfinite(at::full({3}, std::numeric_limits<float>::infinity())));
+  m.bank_value(at::full({1}, std::numeric_limits<float>::infinity()));
   const Decision d = m.decide(2.0);  // two ranks reported
   EXPECT_EQ(d.action, wrong() ? Decision::Action::kAbort : Decision::Action::kSkipStep);
   EXPECT_EQ(d.exit_code, 0);
@@ -125,7 +125,7 @@ TEST(Rerun, DeferredAndEagerFormsReachTheSameDecision) {
   // Iteration 2, three microbatch losses, the second NaN; then two grad buckets, clean.
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<at::Tensor> losses = {at::full({}, 2.0f), at::full({}, nan), at::full({}, 3.0f)};
-  const std::vector<at::Tensor> buckets = {at::ones({8}), at::zeros({8})};
+  const std::vector<at::Tensor> buckets = {at::ones({8}), at::zeros({8})};  // the loop checks each one's norm
 
   RerunStateMachine eager(RerunConfig{}), deferred(RerunConfig{});
   for (auto* m : {&eager, &deferred}) {
@@ -145,8 +145,8 @@ TEST(Rerun, DeferredAndEagerFormsReachTheSameDecision) {
       ++eager_checks;
       eager.bank_host(RerunStateMachine::nonfinite(g).data_ptr<bool>()[0], "grad");
     }
-  for (const auto& x : losses) deferred.bank_device(RerunStateMachine::nonfinite(x));
-  for (const auto& g : buckets) deferred.bank_device(RerunStateMachine::nonfinite(g));
+  for (const auto& x : losses) deferred.bank_value(x);
+  for (const auto& g : buckets) deferred.bank_value(g.norm());
 
   EXPECT_EQ(eager_checks, 2 + wrong());  // stopped after the NaN
   EXPECT_EQ(eager.validated_count(), 2);
@@ -158,19 +158,27 @@ TEST(Rerun, DeferredAndEagerFormsReachTheSameDecision) {
   EXPECT_EQ(eager.decide(flag(eager)).action, deferred.decide(flag(deferred)).action);
 }
 
-TEST(Rerun, DecisionTensorIsAnInt32CloneOfTheFlag) {
+TEST(Rerun, DecisionTensorIsANewInt32AnyNonFiniteOfTheBank) {
   RerunStateMachine m(RerunConfig{});
   m.begin_iteration(1);
   m.end_iteration();
   m.begin_iteration(2);
-  m.bank_device(at::full({2, 2}, 7.0));  // any nonzero counts as bad
+  m.bank_value(at::full({}, 7.0));  // finite: clean
+  EXPECT_EQ(flag(m), 0 + wrong());
+  m.bank_value(at::full({1}, -std::numeric_limits<double>::infinity()));  // -inf: bad
   at::Tensor t = m.decision_tensor();
   EXPECT_EQ(t.scalar_type(), at::kInt);
   EXPECT_EQ(t.sizes().vec(), std::vector<int64_t>{1});
-  t += 5;  // the loop's all-reduce in place must not change the banked flag
-  EXPECT_EQ(flag(m), 1 + wrong());
-  m.bank_device(at::zeros({3}));  // OR: a later clean check does not clear it
+  t += 5;  // the loop's all-reduce in place must not change the banked verdict
   EXPECT_EQ(flag(m), 1);
+  m.bank_value(at::zeros({}));  // a later clean check does not clear it
+  EXPECT_EQ(flag(m), 1);
+  for (int i = 0; i < 40; ++i) m.bank_value(at::ones({}));  // past the first capacity: the bank grows, keeps all
+  EXPECT_EQ(flag(m), 1);
+  EXPECT_THROW(m.bank_value(at::ones({2})), Error);  // one value per check
+  m.end_iteration();
+  m.begin_iteration(3);  // a new step starts with an empty bank
+  EXPECT_EQ(flag(m), 0);
 }
 
 TEST(Rerun, DisabledModeChecksEveryStepLocallyAndTakesNoVote) {
@@ -199,7 +207,7 @@ TEST(Rerun, ReportStatsAndChecksOffValidateNothing) {
     m.begin_iteration(2);
     EXPECT_EQ(m.should_validate(), static_cast<bool>(wrong()));
     m.bank_host(true);
-    m.bank_device(at::ones({1}));
+    m.bank_value(at::full({1}, std::numeric_limits<float>::quiet_NaN()));
     EXPECT_EQ(flag(m), 0);
     EXPECT_EQ(m.validated_count(), 0);
   }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -27,41 +28,54 @@ std::string timestamp() {
   return fmt::format("{}.{:06d}", buf, us);
 }
 
-// Host reads per site per iteration for one rank, as a table (rows: sites that read; columns: iterations).
-void print_sync_table(const Trace& t, int rank, const std::string& arm, const std::string& fixture) {
+using PerSite = std::map<std::string, int64_t> IterationRecord::*;
+
+// Sites in the ledger's order, then any other name a table holds (numerics, diagnostic_checksum).
+std::vector<std::string> table_rows(const std::vector<const IterationRecord*>& recs, PerSite field) {
+  std::vector<std::string> rows;
+  for (Site s : all_sites()) rows.push_back(site_name(s));
+  for (const IterationRecord* r : recs)
+    for (const auto& [name, n] : r->*field)
+      if (std::find(rows.begin(), rows.end(), name) == rows.end()) rows.push_back(name);
+  return rows;
+}
+
+// Host reads (or operators dispatched) per site per iteration for one rank, as a table (rows: sites with any;
+// columns: iterations).
+void print_sync_table(const Trace& t, int rank, const std::string& arm, const std::string& fixture,
+                      PerSite field = &IterationRecord::reads_per_site, const char* what = "host reads") {
   std::vector<const IterationRecord*> recs;
   for (int64_t it : t.iterations())
     if (const IterationRecord* r = t.find(it, rank)) recs.push_back(r);
   if (recs.empty()) return;
-  std::printf("host reads per site per iteration: arm %s, fixture %s, rank %d\n", arm.c_str(), fixture.c_str(), rank);
+  std::printf("%s per site per iteration: arm %s, fixture %s, rank %d\n", what, arm.c_str(), fixture.c_str(), rank);
   const size_t shown = std::min<size_t>(recs.size(), 12);
   std::string head = fmt::format("{:<18}", "site");
-  for (size_t i = 0; i < shown; ++i) head += fmt::format(" {:>4}", recs[i]->iteration);
+  for (size_t i = 0; i < shown; ++i) head += fmt::format(" {:>5}", recs[i]->iteration);
   head += fmt::format(" {:>7} {:>8}", "total", "per-iter");
   std::printf("%s\n", head.c_str());
   std::vector<int64_t> col_total(shown, 0);
   int64_t grand = 0;
-  for (Site s : all_sites()) {
-    std::string name = site_name(s);
+  for (const std::string& name : table_rows(recs, field)) {
     int64_t total = 0;
     for (const IterationRecord* r : recs) {
-      auto it = r->reads_per_site.find(name);
-      total += it == r->reads_per_site.end() ? 0 : it->second;
+      auto it = (r->*field).find(name);
+      total += it == (r->*field).end() ? 0 : it->second;
     }
     if (total == 0) continue;
-    std::string row = fmt::format("{:<18}", name);
+    std::string row = fmt::format("{:<18}", name.substr(0, 18));
     for (size_t i = 0; i < shown; ++i) {
-      auto it = recs[i]->reads_per_site.find(name);
-      int64_t v = it == recs[i]->reads_per_site.end() ? 0 : it->second;
+      auto it = (recs[i]->*field).find(name);
+      int64_t v = it == (recs[i]->*field).end() ? 0 : it->second;
       col_total[i] += v;
-      row += fmt::format(" {:>4}", v);
+      row += fmt::format(" {:>5}", v);
     }
     grand += total;
     row += fmt::format(" {:>7} {:>8.2f}", total, static_cast<double>(total) / static_cast<double>(recs.size()));
     std::printf("%s\n", row.c_str());
   }
   std::string foot = fmt::format("{:<18}", "total");
-  for (size_t i = 0; i < shown; ++i) foot += fmt::format(" {:>4}", col_total[i]);
+  for (size_t i = 0; i < shown; ++i) foot += fmt::format(" {:>5}", col_total[i]);
   foot += fmt::format(" {:>7} {:>8.2f}", grand, static_cast<double>(grand) / static_cast<double>(recs.size()));
   std::printf("%s\n", foot.c_str());
 }
@@ -97,6 +111,7 @@ int cmd_run(const RunOptions& o) {
   try {
     RunConfig config = o.config;
     config.param_checksums = !o.trace_path.empty();  // only a Trace needs them (a copy of every param on a GPU)
+    config.count_launches = o.syncs || !o.trace_path.empty();
     // Megatron's print_rank_last: the last rank prints each line at its log point, stamped with the wall clock of
     // that moment (the seed measured step time between these stamps), and flushes it.
     if (!o.quiet)
@@ -112,6 +127,10 @@ int cmd_run(const RunOptions& o) {
     if (rank == 0 && o.syncs) {
       print_sync_table(t, 0, o.arm, o.config.fixture);
       if (size > 1) print_sync_table(t, size - 1, o.arm, o.config.fixture);
+      const PerSite ops = &IterationRecord::launches_per_site;
+      const char* what = "operators dispatched (CPU launch proxy)";
+      print_sync_table(t, 0, o.arm, o.config.fixture, ops, what);
+      if (size > 1) print_sync_table(t, size - 1, o.arm, o.config.fixture, ops, what);
       cupti_print(t, 0);
     }
     if (o.config.capture.enabled()) std::printf("[rank %d] %s\n", rank, describe(r.capture).c_str());

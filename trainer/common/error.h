@@ -30,6 +30,19 @@ void set_current_site(const char* site);
 long long current_iteration();
 void set_current_iteration(long long iteration);
 
+// Names the site (or loop phase) of the work done in this scope — CUPTI, the operator counter and the watchdog
+// attribute to it — and gives the previous name back at scope exit. `site` must have static storage.
+class ScopedSite {
+ public:
+  explicit ScopedSite(const char* site) : previous_(current_site()) { set_current_site(site); }
+  ~ScopedSite() { set_current_site(previous_); }
+  ScopedSite(const ScopedSite&) = delete;
+  ScopedSite& operator=(const ScopedSite&) = delete;
+
+ private:
+  const char* previous_;
+};
+
 [[noreturn]] void throw_error(const char* file, int line, const std::string& what);
 
 }  // namespace loopgate

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "trainer/common/error.h"
+#include "trainer/instrument/op_counter.h"
 
 namespace loopgate {
 
@@ -74,6 +75,7 @@ void Ledger::note(Site site, int64_t numel, ReadRecord::Kind kind) {
 
 std::vector<double> Ledger::read(Site site, const at::Tensor& t) {
   note(site, t.numel(), ReadRecord::Kind::kRead);
+  OpCounter::Suspend host_side;  // a copy and a host conversion: no kernel launch on the device
   // One device-to-host copy, converted on the host (a dtype change on the device would be a second kernel).
   at::Tensor host = t.detach().to(at::kCPU).to(at::kDouble).contiguous();
   const double* p = host.data_ptr<double>();
@@ -86,6 +88,7 @@ at::Tensor Ledger::device_scalar(Site site, double value, const at::TensorOption
 
 at::Tensor Ledger::device_tensor(Site site, const std::vector<double>& values, const at::TensorOptions& options) {
   note(site, static_cast<int64_t>(values.size()), ReadRecord::Kind::kDeviceScalar);
+  OpCounter::Suspend host_side;  // built on the host, then one copy: no kernel launch on the device
   // A pageable host tensor copied to the target: on GPU this is the blocking copy the seed's commit 3 removed.
   at::Tensor host = at::tensor(values, at::TensorOptions().dtype(at::kDouble));
   const at::ScalarType dtype = options.has_dtype() ? options.dtype().toScalarType() : at::kFloat;

@@ -58,9 +58,10 @@ RerunStateMachine::RerunStateMachine(RerunConfig config, const at::TensorOptions
 void RerunStateMachine::begin_iteration(int64_t iteration) {
   std::lock_guard<std::mutex> lock(mu_);
   iteration_ = iteration;
+  if (host_flag_ || !flag_.defined()) flag_ = at::zeros({1}, flag_options_);  // zeros: no copy (seed commit 3)
   host_flag_ = false;
   first_rejection_.clear();
-  flag_ = at::zeros({1}, flag_options_);  // zeros: no host-to-device copy (seed commit 3)
+  banked_ = 0;
 }
 
 bool RerunStateMachine::should_validate() const {
@@ -88,7 +89,7 @@ void RerunStateMachine::bank_host(bool bad, const std::string& what) {
   flag_.fill_(1);  // fill_: the value rides in the kernel arguments, no copy
 }
 
-void RerunStateMachine::bank_device(const at::Tensor& bad) {
+void RerunStateMachine::bank_value(const at::Tensor& value) {
   // The deferred form has no host verdict, so it never short-circuits on a banked rejection.
   std::lock_guard<std::mutex> lock(mu_);
   const bool validate = config_.check_for_nan_in_loss_and_grad &&
@@ -99,10 +100,15 @@ void RerunStateMachine::bank_device(const at::Tensor& bad) {
     return;
   }
   ++validated_count_;
+  LG_CHECK(value.numel() == 1, "rerun: a deferred check banks one value, got {} elements", value.numel());
   at::NoGradGuard no_grad;
-  flag_.bitwise_or_(bad.detach().ne(0).any().to(at::kInt).to(flag_.device()));
+  if (!bank_.defined() || banked_ == bank_.numel()) {  // grows rarely: the checks per step are fixed
+    at::Tensor bigger = at::empty({std::max<int64_t>(16, 2 * banked_)}, flag_options_.dtype(at::kFloat));
+    if (banked_ > 0) bigger.narrow(0, 0, banked_).copy_(bank_.narrow(0, 0, banked_));
+    bank_ = bigger;
+  }
+  bank_.narrow(0, banked_++, 1).copy_(value.detach().reshape({1}));  // one copy, no read
 }
-
 at::Tensor RerunStateMachine::nonfinite(const at::Tensor& x) {
   at::NoGradGuard no_grad;
   return at::logical_not(at::isfinite(x.detach())).any();
@@ -110,7 +116,10 @@ at::Tensor RerunStateMachine::nonfinite(const at::Tensor& x) {
 
 at::Tensor RerunStateMachine::decision_tensor() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return flag_.clone();  // the caller all-reduces in place; the banked flag stays this rank's own
+  at::NoGradGuard no_grad;
+  if (banked_ == 0) return flag_.clone();  // the caller all-reduces in place; the banked flag stays this rank's own
+  at::Tensor any_bad = at::logical_not(at::isfinite(bank_.narrow(0, 0, banked_))).any().reshape({1});
+  return host_flag_ ? flag_.clone() : any_bad.to(at::kInt);
 }
 
 Decision RerunStateMachine::decide(double reduced_value) {

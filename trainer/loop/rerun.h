@@ -4,8 +4,10 @@
 // taken before optimizer.step: proceed, skip the step, or abort with Megatron's exit code.
 // Two forms, one machine (DESIGN.md site table, seed commit 1):
 //   eager    — the loop reads each predicate through the ledger now and calls bank_host(bool);
-//   deferred — the loop calls bank_device(predicate) (OR-ed on the device, no read) and the flag rides the one
-//              decision all-reduce at loop exit, still before optimizer.step.
+//   deferred — the loop calls bank_value(scalar): one device copy of the checked value into this step's bank, no
+//              read; at loop exit one "any banked value non-finite" verdict rides the decision all-reduce, still
+//              before optimizer.step. One copy per check rather than a predicate's handful of kernels: a
+//              candidate arm must not launch more than the baseline (issue 13).
 // This file does no host reads and no collectives: the loop all-reduces decision_tensor(), reads the result
 // through the ledger (Site::kRerunDecision) and passes the value to decide().
 // Not modelled: the in-place rerun and checkpoint-rerun (RERUNNING_* states), spiky-loss / large-grad checks,
@@ -68,12 +70,14 @@ class RerunStateMachine {
 
   // Eager: the loop read the predicate (through the ledger) and passes it. `what` names the check for logs.
   void bank_host(bool bad, const std::string& what = "");
-  // Deferred: `bad` is a device predicate of any shape/dtype (nonzero = bad); OR-ed into the flag, no read.
-  void bank_device(const at::Tensor& bad);
-  // Helper for the deferred form: the device predicate "any element is NaN or Inf" of x (0-dim bool).
+  // Deferred: `value` is the checked device scalar (one element, any floating dtype; NaN/Inf = bad). Copied into
+  // the step's bank (float32: a float64 beyond float range would read as Inf), no read.
+  void bank_value(const at::Tensor& value);
+  // The device predicate "any element is NaN or Inf" of x (0-dim bool).
   static at::Tensor nonfinite(const at::Tensor& x);
 
-  // The value to SUM all-reduce over the world: int32 [1], this rank's flag (0/1). No sync to build it.
+  // The value to SUM all-reduce over the world: int32 [1], this rank's flag (0/1), a new tensor. No sync to build
+  // it: the eager flag, or (deferred) whether any banked value is non-finite.
   at::Tensor decision_tensor() const;
   // The eager form's host flag, for a loop that builds the vote tensor the baseline way (Megatron's
   // torch.tensor([rerun_requested], device=...) through Ledger::device_scalar at Site::kRerunDecision).
@@ -105,6 +109,8 @@ class RerunStateMachine {
   bool first_iteration_complete_ = false;
   bool host_flag_ = false;
   at::Tensor flag_;  // int32 [1] on the flag device
+  at::Tensor bank_;  // float32 [capacity]: the deferred checks' values, bank_[0..banked_) this step
+  int64_t banked_ = 0;
   std::string first_rejection_;
   int64_t validated_count_ = 0, unvalidated_count_ = 0, nan_iterations_ = 0, skipped_steps_ = 0, votes_ = 0;
 };

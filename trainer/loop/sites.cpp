@@ -101,6 +101,7 @@ Sites::Sites(const Arm& arm, const RunConfig& config, Ledger& ledger, ProcessGro
   for (const char* name : kLevel1Timers) timers_[name] = make(name);
   timers_[kIntervalTimer] = make(kIntervalTimer);
   nan_count_ = at::zeros({1}, f32());
+  zero_ = at::zeros({1}, f32());
 }
 
 Sites::~Sites() = default;
@@ -116,6 +117,7 @@ double Sites::reduce_max_stat_eager(Site site, const at::Tensor& stat) {
 // reduce_max_stat on a host float: torch.tensor([x], float32) (H2D), MAX over TP x PP, then `item() == -1`
 // and `return item()`: two reads.
 double Sites::reduce_max_stat_host(Site site, double local) {
+  ScopedSite scope(site_name(site));
   at::Tensor t = ledger_.device_scalar(site, local, f32());
   groups_.mp->all_reduce(t, ReduceOp::kMax);
   read_scalar(site, t);
@@ -125,6 +127,7 @@ double Sites::reduce_max_stat_host(Site site, double local) {
 // ---- commit 1: NaN/Inf checks ----
 
 void Sites::nan_check(RerunStateMachine& rerun, Site site, const at::Tensor& value) {
+  ScopedSite scope(site_name(site));
   if (!rerun.should_validate()) return;  // Megatron: the first iteration is not validated
   if (arm_.nan_check == SyncMode::kEager) {
     // validate_result(isnan) then validate_result(isinf): one bool() read each.
@@ -132,17 +135,18 @@ void Sites::nan_check(RerunStateMachine& rerun, Site site, const at::Tensor& val
     bad = (read_scalar(site, value.isinf().any()) != 0.0) || bad;
     rerun.bank_host(bad, site_name(site));
   } else {
-    rerun.bank_device(RerunStateMachine::nonfinite(value));
+    rerun.bank_value(value);
   }
 }
 
 Decision Sites::rerun_decision(RerunStateMachine& rerun) {
+  ScopedSite scope(site_name(Site::kRerunDecision));
   if (!rerun.needs_vote()) return rerun.decide(0.0);
   at::Tensor vote;
   if (arm_.nan_check == SyncMode::kEager) {
     vote = ledger_.device_scalar(Site::kRerunDecision, rerun.host_flag() ? 1.0 : 0.0, f32());  // torch.tensor([b])
   } else {
-    vote = rerun.decision_tensor().to(at::kFloat).clone();  // banked verdicts ride the same all-reduce
+    vote = rerun.decision_tensor().to(at::kFloat);  // banked verdicts ride the same all-reduce (a new tensor)
   }
   groups_.world->all_reduce(vote, ReduceOp::kSum);
   return rerun.decide(read_scalar(Site::kRerunDecision, vote));
@@ -151,6 +155,7 @@ Decision Sites::rerun_decision(RerunStateMachine& rerun) {
 // ---- update_successful ----
 
 bool Sites::update_successful(const at::Tensor& local, bool has_scaler) {
+  ScopedSite scope(site_name(Site::kUpdateSuccessful));
   at::Tensor t;
   if (arm_.device_scalars == SyncMode::kEager) {
     // Megatron: optimizer.step returned a Python bool (found_inf read with item() with a scaler), then
@@ -167,6 +172,7 @@ bool Sites::update_successful(const at::Tensor& local, bool has_scaler) {
 // ---- onesync ----
 
 at::Tensor Sites::one_read_vote(RerunStateMachine& rerun, bool log_point, int64_t iteration) {
+  ScopedSite scope(site_name(Site::kOnesyncRead));
   Bundle pre;
   pre.add("vote", rerun.decision_tensor());
   if (log_point && config_.exit_duration_in_mins > 0) pre.add_host("exit", exit_flag_local(iteration) ? 1.0 : 0.0);
@@ -178,6 +184,7 @@ at::Tensor Sites::one_read_vote(RerunStateMachine& rerun, bool log_point, int64_
 }
 
 std::map<std::string, double> Sites::one_read_resolve(const at::Tensor& update_successful, const LogInputs& in) {
+  ScopedSite scope(site_name(Site::kOnesyncRead));
   Bundle all;
   for (size_t i = 0; i < one_read_keys_.size(); ++i) all.add(one_read_keys_[i], one_read_packed_.narrow(0, i, 1));
   all.add("update_successful", update_successful.to(at::kFloat));
@@ -193,14 +200,21 @@ std::map<std::string, double> Sites::one_read_resolve(const at::Tensor& update_s
 
 // ---- commit 4: timers ----
 
-void Sites::timer_start(const std::string& name) { timers_.at(name)->start(/*barrier=*/false); }
-void Sites::timer_stop(const std::string& name) { timers_.at(name)->stop(/*barrier=*/false); }
+void Sites::timer_start(const std::string& name) {
+  ScopedSite scope(site_name(Site::kTimers));
+  timers_.at(name)->start(/*barrier=*/false);
+}
+void Sites::timer_stop(const std::string& name) {
+  ScopedSite scope(site_name(Site::kTimers));
+  timers_.at(name)->stop(/*barrier=*/false);
+}
 void Sites::start_interval_timer() { timers_.at(kIntervalTimer)->start(/*barrier=*/true); }
 
 // Deferred: each timer's report (lagged by one window, trainer/instrument/timers.h) rides the batched read as
 // MAX and MAX-of-negated (= MIN) over ranks. A log point closes a window of iterations; the value reported
 // covers the window before it (the first log point: a preview of its own window, waited for once).
 void Sites::add_timer_values(Bundle& b, int64_t iteration) {
+  ScopedSite scope(site_name(Site::kTimers));
   const bool reset = iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
   if (lag_) lag_->begin_log_point();
   const int64_t waits_before = timer_events_->blocking_waits();
@@ -234,6 +248,7 @@ void Sites::add_timer_values(Bundle& b, int64_t iteration) {
 // Eager: host-clock timers (their synchronizes were counted at start/stop), then Timers.log's all-gather of
 // every rank's times and one read of the result.
 std::map<std::string, double> Sites::timer_values_eager(int64_t iteration) {
+  ScopedSite scope(site_name(Site::kTimers));
   const bool reset = iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
   std::vector<std::string> names;
   std::vector<double> values;
@@ -299,6 +314,7 @@ bool Sites::exit_flag_local(int64_t iteration) const {
 }
 
 bool Sites::exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) {
+  ScopedSite scope(site_name(Site::kExitVote));
   if (config_.exit_duration_in_mins <= 0) return false;
   if (arm_.exit_vote == SyncMode::kDeferred) return log_point && log.exit_vote;
   at::Tensor done = ledger_.device_scalar(Site::kExitVote, exit_flag_local(iteration) ? 1.0 : 0.0, f32());
@@ -316,13 +332,15 @@ LogOutputs Sites::training_log(const LogInputs& in) {
   auto pre = [&](const char* key) { return in.pre_read ? in.pre_read->at(key) : NAN; };
 
   // Accumulation, every iteration (Megatron total_loss_dict).
+  std::optional<ScopedSite> scope(std::in_place, site_name(Site::kLossAccumSeed));
   if (!in.skipped) {
     ++advanced_;
     if (in.loss.defined()) {
       if (arm_.one_read) {
         total_loss_host_ = total_loss_host_ + static_cast<float>(pre("loss"));  // the same fp32 add
       } else {
-        at::Tensor seed = eager_scalars ? ledger_.device_scalar(Site::kLossAccumSeed, 0.0, f32()) : at::zeros({1}, f32());
+        // Megatron builds the seed every iteration (a dict.get default); the deferred form keeps one zero.
+        const at::Tensor seed = eager_scalars ? ledger_.device_scalar(Site::kLossAccumSeed, 0.0, f32()) : zero_;
         total_loss_ = (has_total_loss_ ? total_loss_ : seed) + in.loss;
       }
       has_total_loss_ = true;
@@ -340,6 +358,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
     }
   }
 
+  scope.reset();
   // Stats the baseline reads every iteration, log point or not.
   double grad_norm = NAN, num_zeros = NAN, loss_scale = NAN, params_norm = NAN, lr = in.learning_rate;
   if (eager_stats) {
@@ -353,6 +372,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
   if (!in.log_point) return out;
 
   // ---- the log point: one batched read of everything deferred ----
+  scope.emplace(site_name(Site::kBatchedLogRead));
   Bundle bundle;
   std::map<std::string, double> v;
   if (arm_.one_read) {
@@ -395,6 +415,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
   if (v.count("exit")) out.exit_vote = v["exit"] != 0.0;
 
   // Loss average over advanced iterations: the read of total / max(1, advanced).
+  scope.emplace(site_name(Site::kLossReport));
   double loss_avg = NAN;
   if (has_total_loss_) {
     double total;
@@ -408,7 +429,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
     loss_avg = total / static_cast<double>(std::max<int64_t>(1, advanced_));
     if (reset) {
       // Megatron reseeds with torch.tensor([0.0], device): a device-scalar construction, commit 3's site.
-      total_loss_ = eager_scalars ? ledger_.device_scalar(Site::kLossAccumSeed, 0.0, f32()) : at::zeros({1}, f32());
+      total_loss_ = eager_scalars ? ledger_.device_scalar(Site::kLossAccumSeed, 0.0, f32()) : zero_;
       total_loss_host_ = 0.0f;
     }
   }

@@ -141,6 +141,7 @@ class Sites {
   at::Tensor one_read_packed_;
   // training_log accumulators (Megatron's total_loss_dict)
   at::Tensor total_loss_;      // eager/deferred: [1] fp32 on device
+  at::Tensor zero_;            // deferred: the accumulator's seed, made once (never written)
   float total_loss_host_ = 0;  // onesync: the same fp32 sum, accumulated on the host from the one read
   bool has_total_loss_ = false;
   int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;

@@ -132,6 +132,7 @@ bool records_equal(const IterationRecord& a, const IterationRecord& b, std::stri
   if (a.timer_window_first != b.timer_window_first || a.timer_window_last != b.timer_window_last)
     return fail("timer_window differs");
   if (a.reads_per_site != b.reads_per_site) return fail("reads_per_site differs");
+  if (a.launches_per_site != b.launches_per_site) return fail("launches_per_site differs");
   if (a.fault_verdicts != b.fault_verdicts) return fail("fault_verdicts differ");
   if (a.param_checksum_before != b.param_checksum_before) return fail("param_checksum_before differs");
   if (a.param_checksum_after != b.param_checksum_after) return fail("param_checksum_after differs");
@@ -173,6 +174,7 @@ nlohmann::json to_json(const IterationRecord& r) {
     j["timer_intervals"].push_back({{"name", iv.name}, {"seq", iv.seq}, {"seconds", exact(iv.seconds)}});
   j["timer_window"] = {r.timer_window_first, r.timer_window_last};
   j["reads_per_site"] = r.reads_per_site;
+  if (!r.launches_per_site.empty()) j["launches_per_site"] = r.launches_per_site;
   j["fault_verdicts"] = nlohmann::json::array();
   for (const auto& v : r.fault_verdicts)
     j["fault_verdicts"].push_back(
@@ -218,6 +220,7 @@ IterationRecord record_from_json(const nlohmann::json& j) {
     r.timer_window_last = w[1];
   }
   r.reads_per_site = field<std::map<std::string, int64_t>>(j, "reads_per_site");
+  if (j.contains("launches_per_site")) r.launches_per_site = field<std::map<std::string, int64_t>>(j, "launches_per_site");
   for (const auto& v : field<nlohmann::json>(j, "fault_verdicts")) {
     const std::string phase = field<std::string>(v, "phase");
     LG_INPUT_CHECK(phase == "before_step" || phase == "after_step",

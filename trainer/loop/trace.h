@@ -49,6 +49,7 @@ struct IterationRecord {
   std::vector<TimerInterval> timer_intervals;       // reported at this iteration
   int64_t timer_window_first = 0, timer_window_last = 0;  // iterations the logged elapsed time covers (0: none)
   std::map<std::string, int64_t> reads_per_site;    // Ledger::counts_by_name
+  std::map<std::string, int64_t> launches_per_site;  // OpCounter (CPU operators); empty when not counted
   std::vector<FaultVerdict> fault_verdicts;
   uint64_t param_checksum_before = 0, param_checksum_after = 0;
   bool exit_decision = false;

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
@@ -17,6 +18,7 @@
 #include "trainer/instrument/device_cuda.h"
 #endif
 #include "trainer/instrument/ledger.h"
+#include "trainer/instrument/op_counter.h"
 #include "trainer/instrument/timers.h"
 #include "trainer/loop/sites.h"
 #include "trainer/model/gpt.h"
@@ -82,6 +84,7 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
   };
   L.buffer->on_bucket_ready = [&L](int, at::Tensor& grads) {
     // Megatron check_grads: the bucket's local (pre-DP) grad norm must be finite.
+    ScopedSite scope(site_name(Site::kNanCheckGrad));
     L.sites.nan_check(L.rerun, Site::kNanCheckGrad, grads.norm());
   };
   return hooks;
@@ -124,6 +127,7 @@ struct StepOutcome {
   bool skipped = false;
   Decision decision;
   std::map<std::string, double> one_read;  // onesync: everything the iteration read, in one read
+  std::optional<LogInputs> inputs;         // onesync: the log inputs its one read took (computed once)
 };
 
 LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point);
@@ -174,6 +178,7 @@ void region(Loop& L, int64_t iteration, const char* name, Body&& body) {
 StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec) {
   StepOutcome out;
   L.ledger.begin_iteration(iteration);
+  ScopedSite numerics("numerics");  // work outside any site: the numerics path, the same in every arm
   L.rerun.begin_iteration(iteration);
 
   // ==== TRAINING SECTION: the numerics path, identical for every arm ====
@@ -234,7 +239,8 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   // update_successful over TP x PP, then the LR schedule advances (by the global batch) on success only.
   bool update_successful = false;
   if (L.arm.one_read) {
-    LogInputs in = log_inputs(L, out, log_point);
+    out.inputs = log_inputs(L, out, log_point);
+    const LogInputs& in = *out.inputs;
     at::Tensor us = out.step.update_successful.defined() ? out.step.update_successful : at::zeros({1}, on_run_device(at::kBool));
     out.one_read = L.sites.one_read_resolve(us, in);
     out.decision = L.rerun.decide(out.one_read.at("vote"));
@@ -258,9 +264,14 @@ LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point) {
   in.loss = s.loss;
   in.grad_norm = s.step.grad_norm;
   in.num_zeros = s.step.num_zeros;
-  in.loss_scale = get_loss_scale(L.scaler.get(), run_device());
-  if (L.cfg.log_params_norm)
+  {
+    ScopedSite scope(site_name(Site::kLossScale));
+    in.loss_scale = get_loss_scale(L.scaler.get(), run_device());
+  }
+  if (L.cfg.log_params_norm) {
+    ScopedSite scope(site_name(Site::kParamsNorm));
     in.params_norm = calc_params_l2_norm(L.stage.params, *L.groups.mp, L.stage.coord.tp, L.stage.is_first_stage());
+  }
   in.learning_rate = L.scheduler->get_lr();
   in.skipped = s.skipped;
   in.log_point = log_point;
@@ -288,6 +299,7 @@ void record_iteration(Loop& L, IterationRecord& rec, const StepOutcome& step, co
     if (L.cfg.print_log_line) L.cfg.print_log_line(*log.line);  // at its log point, as Megatron prints it
   }
   rec.reads_per_site = L.ledger.counts_by_name(rec.iteration - 1);
+  if (L.cfg.count_launches) rec.launches_per_site = OpCounter::instance().counts(rec.iteration - 1);
   L.result.trace.records.push_back(rec);
   L.result.iterations_done = rec.iteration;
 }
@@ -295,6 +307,7 @@ void record_iteration(Loop& L, IterationRecord& rec, const StepOutcome& step, co
 void record_abort(Loop& L, IterationRecord& rec, const Decision& d, int64_t iteration) {
   rec.skipped = true;
   rec.reads_per_site = L.ledger.counts_by_name(iteration);
+  if (L.cfg.count_launches) rec.launches_per_site = OpCounter::instance().counts(iteration);
   L.result.trace.records.push_back(rec);
   L.result.exit_code = d.exit_code;
 }
@@ -320,7 +333,9 @@ void run_iterations(Loop& L, const RunConfig& cfg, const Arm& arm, int world_ran
     LogInputs in;
     LogOutputs log;
     region(L, done - 1, "training_log", [&] {
-      in = log_inputs(L, step, log_point);
+      in = step.inputs ? *step.inputs : log_inputs(L, step, log_point);
+      in.skipped = step.skipped;                    // onesync's inputs were taken before these two were known
+      in.learning_rate = L.scheduler->get_lr();
       in.iteration = done;
       in.train_iters = cfg.train_iters;
       in.consumed_samples = L.consumed_samples;
@@ -344,6 +359,10 @@ void run_iterations(Loop& L, const RunConfig& cfg, const Arm& arm, int world_ran
 
 // ---- train: Megatron training.py train() ----
 RunResult train(const RunConfig& cfg, const Arm& arm, ProcessGroups& groups, int world_rank) {
+  OpCounter::instance().reset();
+  OpCounter::instance().set_enabled(cfg.count_launches);
+  set_current_iteration(-1);  // setup (model, optimizer) is no iteration's work
+  ScopedSite setup_site("setup");
   Loop L(cfg, arm, groups, world_rank);
   setup(L);
   L.sites.start_interval_timer();
@@ -353,6 +372,7 @@ RunResult train(const RunConfig& cfg, const Arm& arm, ProcessGroups& groups, int
     return L.result;  // a probed region did not capture on some rank: its work never ran, stop here
   }
   L.result.timers = L.sites.finish();
+  OpCounter::instance().set_enabled(false);
   return L.result;
 }
 

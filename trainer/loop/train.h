@@ -54,6 +54,7 @@ struct RunConfig {
     int max_windows = 0;
   } event_lag;
   bool param_checksums = false;            // a parameter checksum before and after each step (a Trace or gate)
+  bool count_launches = false;             // operators dispatched per site per iteration (OpCounter; --syncs, gates)
   // Called on the last rank at each log point with the Megatron line (print_rank_last), as it is made.
   std::function<void(const std::string& line)> print_log_line;
 };

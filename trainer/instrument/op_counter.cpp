@@ -1,0 +1,115 @@
+// The operator counter: a global RecordFunction callback with a per-thread stack that tells leaf operators
+// from composite ones (a composite operator's kernels are its children's).
+#include "trainer/instrument/op_counter.h"
+
+#include <ATen/record_function.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "trainer/common/error.h"
+
+namespace loopgate {
+namespace {
+
+struct State {
+  std::mutex mu;
+  // Keyed by the site name's pointer (site names have static storage): no string built per operator.
+  std::map<int64_t, std::map<const char*, int64_t>> table;
+  std::atomic<bool> enabled{false};
+  bool registered = false;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+thread_local std::vector<char> t_had_child;  // per open operator on this thread: did it dispatch another?
+thread_local int t_suspended = 0;
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction&) {
+  if (!t_had_child.empty()) t_had_child.back() = 1;
+  t_had_child.push_back(0);
+  return nullptr;
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (t_had_child.empty()) return;  // the callback was registered while this operator ran
+  const bool leaf = t_had_child.back() == 0;
+  t_had_child.pop_back();
+  if (!leaf || t_suspended > 0 || !state().enabled.load(std::memory_order_relaxed)) return;
+  if (op_launches_nothing(fn.name())) return;
+  OpCounter::instance().add(current_iteration(), current_site());
+}
+
+}  // namespace
+
+bool op_launches_nothing(const char* name) {
+  static const char* const kNoKernel[] = {
+      "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::view", "aten::_unsafe_view",
+      "aten::reshape", "aten::_reshape_alias", "aten::as_strided", "aten::select", "aten::slice", "aten::narrow",
+      "aten::expand", "aten::expand_as", "aten::squeeze", "aten::unsqueeze", "aten::t", "aten::transpose",
+      "aten::permute", "aten::detach", "aten::detach_", "aten::alias", "aten::resize_", "aten::set_",
+      "aten::lift_fresh", "aten::to", "aten::contiguous", "aten::_local_scalar_dense", "aten::item",
+      "aten::is_nonzero", "aten::size", "aten::stride", "aten::numel", "aten::dim", "aten::unbind", "aten::split",
+      "aten::chunk", "aten::split_with_sizes", "aten::flatten", "aten::view_as", "aten::result_type",
+      "aten::is_same_size", "aten::_has_compatible_shallow_copy_type", "aten::_to_cpu", "aten::pin_memory",
+      "aten::_pin_memory", "aten::is_pinned", "aten::requires_grad_", "aten::retains_grad", "aten::output_nr",
+      "aten::_version", "aten::record_stream", "aten::unfold", "aten::diagonal", "aten::movedim", "aten::swapaxes",
+      "aten::broadcast_tensors", "aten::zeros_like_placeholder"};
+  for (const char* n : kNoKernel)
+    if (std::strcmp(name, n) == 0) return true;
+  return false;
+}
+
+OpCounter& OpCounter::instance() {
+  static OpCounter c;
+  return c;
+}
+
+void OpCounter::set_enabled(bool on) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (on && !s.registered) {
+    at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end).scopes({at::RecordScope::FUNCTION}));
+    s.registered = true;
+  }
+  s.enabled.store(on);
+}
+
+bool OpCounter::enabled() const { return state().enabled.load(); }
+
+void OpCounter::reset() {
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().table.clear();
+}
+
+OpTable OpCounter::table() const {
+  std::lock_guard<std::mutex> lock(state().mu);
+  OpTable out;
+  for (const auto& [iteration, sites] : state().table)
+    for (const auto& [site, n] : sites) out[iteration][site] += n;
+  return out;
+}
+
+std::map<std::string, int64_t> OpCounter::counts(int64_t iteration) const {
+  std::lock_guard<std::mutex> lock(state().mu);
+  std::map<std::string, int64_t> out;
+  auto it = state().table.find(iteration);
+  if (it != state().table.end())
+    for (const auto& [site, n] : it->second) out[site] += n;
+  return out;
+}
+
+void OpCounter::add(int64_t iteration, const char* site) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  ++state().table[iteration][site];
+}
+
+OpCounter::Suspend::Suspend() { ++t_suspended; }
+OpCounter::Suspend::~Suspend() { --t_suspended; }
+
+}  // namespace loopgate

@@ -1,0 +1,47 @@
+// Launches per iteration on CPU (issue 13): a count of the operators LibTorch dispatches, per (iteration, site),
+// through LibTorch's RecordFunction callbacks — the CPU stand-in for CUPTI's cuLaunchKernel count on a GPU.
+// Counted: "leaf" operators (no operator dispatched inside them) that would run a kernel; not counted: views,
+// metadata and allocation (empty, view, select, detach, ...), host reads (the ledger suspends counting while it
+// converts a read on the host; on a GPU a read is a copy, not a kernel launch). Attribution is CUPTI's:
+// (current_iteration(), current_site()) on the dispatching thread, so a site that adds work shows by name.
+// A proxy, not a kernel count: a fused GPU kernel can be several CPU operators and the reverse; the gate's rule
+// (a candidate arm launches no more than the baseline) holds on both counts (docs/performance.md compares them).
+// Off unless enabled: the callback costs a few hundred ns per operator.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace loopgate {
+
+using OpTable = std::map<int64_t, std::map<std::string, int64_t>>;  // ledger iteration -> site -> operators
+
+class OpCounter {
+ public:
+  static OpCounter& instance();
+  void set_enabled(bool on);  // registers the callback the first time
+  bool enabled() const;
+  void reset();
+  OpTable table() const;
+  std::map<std::string, int64_t> counts(int64_t iteration) const;  // one iteration's per-site counts
+
+  // While one lives on this thread, nothing is counted (the ledger's host-side conversion of a read).
+  class Suspend {
+   public:
+    Suspend();
+    ~Suspend();
+    Suspend(const Suspend&) = delete;
+    Suspend& operator=(const Suspend&) = delete;
+  };
+
+  // For the callback.
+  void add(int64_t iteration, const char* site);
+
+ private:
+  OpCounter() = default;
+};
+
+// Whether an operator name (e.g. "aten::view") would launch no kernel: views, metadata, allocation, no-op casts.
+bool op_launches_nothing(const char* name);
+
+}  // namespace loopgate
