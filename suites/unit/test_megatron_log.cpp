@@ -234,7 +234,11 @@ TEST(MegatronLog, TraceStepTimesFromIntervalTimeWindows) {
   rec(2, {{"forward-backward", 1, 0.125}});
   rec(3, {});
   rec(4, {{"interval-time", 1, 0.25}, {"interval-time", 2, 1.0}});
+  t.records[1].lm_loss = NAN;    // not logged (Megatron drops a NaN average)
+  t.records[1].grad_norm = -1;   // a skipped step's grad norm: not logged
   RunLog log = trace_run(t, "t.json");
+  EXPECT_FALSE(log.entries[1].lm_loss.has_value() || log.entries[1].grad_norm.has_value());
+  EXPECT_TRUE(log.entries[1].learning_rate.has_value() != static_cast<bool>(wrong()));
   ASSERT_EQ(log.entries.size(), 4u);
   EXPECT_DOUBLE_EQ(*log.entries[0].elapsed_ms, shifted(500));
   EXPECT_DOUBLE_EQ(*log.entries[1].elapsed_ms, shifted(250));
