@@ -200,9 +200,9 @@ void print_ab_report(std::FILE* out, const AbSamples& a, const AbSamples& b, con
   fmt::print(out, "{}\n", std::string(head.size(), '-'));
   fmt::print(out,
              "Mann-Whitney U({}) = {:g} of {}, two-sided p = {:.4g} ({}, {} v {}); Hodges-Lehmann shift {} - {} = {:.3f} "
-             "ms/iter, {:g} % CI [{:.3f}, {:.3f}]; median ratio {}/{} = {:.4f}\n",
-             a.label, s.u_a, s.n_a * s.n_b, s.p_value, s.method, s.n_a, s.n_b, b.label, a.label, s.shift,
-             std::round(s.ci_coverage * 1000.0) / 10.0, s.ci_low, s.ci_high, b.label, a.label, s.ratio);
+             "ms/iter, CI [{:.3f}, {:.3f}] (coverage {:g} %, k = {}); median ratio {}/{} = {:.4f}\n",
+             a.label, s.u_a, s.n_a * s.n_b, s.p_value, s.method, s.n_a, s.n_b, b.label, a.label, s.shift, s.ci_low,
+             s.ci_high, std::round(s.ci_coverage * 1000.0) / 10.0, s.ci_k, b.label, a.label, s.ratio);
   AbWording w;
   w.name_a = a.label;
   w.name_b = b.label;
