@@ -66,3 +66,21 @@ function(loopgate_add_unit_test)
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "unit;cpu;${T_LABELS}"
     ENVIRONMENT "${LOOPGATE_MPI_ENV}")
 endfunction()
+
+# loopgate_add_cli_test(NAME name TARGET exe EXPECT_RC n [WORKDIR dir] ARGS ... [MATCH regex ...]): a
+# single-process run of a CLI that must exit with EXPECT_RC and print every MATCH (ctest/ExpectRun.cmake).
+function(loopgate_add_cli_test)
+  cmake_parse_arguments(T "" "NAME;TARGET;EXPECT_RC;WORKDIR;TIMEOUT" "ARGS;MATCH;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 60)
+  endif()
+  if(NOT T_WORKDIR)
+    set(T_WORKDIR ${CMAKE_CURRENT_BINARY_DIR})
+  endif()
+  list(JOIN T_ARGS "::" args)
+  list(JOIN T_MATCH "::" match)
+  add_test(NAME ${T_NAME}
+           COMMAND ${CMAKE_COMMAND} "-DEXE=$<TARGET_FILE:${T_TARGET}>" "-DARGS=${args}" "-DWORKDIR=${T_WORKDIR}"
+                   "-DEXPECT_RC=${T_EXPECT_RC}" "-DMATCH=${match}" -P ${PROJECT_SOURCE_DIR}/ctest/ExpectRun.cmake)
+  set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "unit;cpu;cli;${T_LABELS}")
+endfunction()

@@ -1,9 +1,10 @@
 // The loopgate CLI's subcommands. `run` executes inside an MPI job (one process per rank); `gate` and `golden`
-// are plain processes that launch mpirun themselves.
+// are plain processes that launch mpirun themselves; `ab` and `compare` read files of finished runs.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "tools/loopgate/ab.h"
 #include "trainer/loop/train.h"
 
 namespace loopgate {
@@ -39,6 +40,24 @@ struct GoldenOptions {
   std::string capture_dir;  // internal: run inside `mpiexec -n N loopgate golden --capture DIR --fixture F`
 };
 int cmd_golden(const GoldenOptions& options);
+
+// `loopgate ab A B`: step time of two runs (Megatron logs, Traces, golden values with iteration-time).
+struct AbOptions {
+  std::string a, b, json_path;
+  double alpha = 0.05;
+  StepTimeOptions step;
+};
+int cmd_ab(const AbOptions& options);  // 0 report printed, 2 bad input
+
+// `loopgate compare --a ... --b ...`: did the change keep the numbers (docs/compare.md).
+struct CompareOptions {
+  std::vector<std::string> a, b;
+  int64_t early = 2;  // lm loss and params norm identical at iterations 1..early
+  std::string json_path;
+  double alpha = 0.05;
+  StepTimeOptions step;
+};
+int cmd_compare(const CompareOptions& options);  // 0 every check that ran passed, 1 one failed, 2 bad input
 
 // MPI_Init for a process that is one rank of a job (run, golden --capture).
 void cli_mpi_init(int* rank, int* size);

@@ -2,6 +2,8 @@
 //   mpirun -np N loopgate run --fixture F --arm A [...]   one arm on one fixture: Megatron log lines, sync table, Trace
 //   loopgate gate [--fixture F ...] [--arm A ...]          every gate on every CPU fixture: verdict table, exit 0/1/2
 //   loopgate golden --check | --update                    compare with / rewrite golden/ (the only writer)
+//   loopgate ab A B                                        step time of two runs' files: medians, shift, Mann-Whitney
+//   loopgate compare --a A1 [A2..] --b B1 [B2..]           did the change keep the numbers (Megatron logs, Traces)
 // Flags keep Megatron's names where Megatron has the flag. Bad input: one line on stderr, exit 2.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
@@ -83,6 +85,15 @@ void add_run_flags(CLI::App* run, RunFlags& f) {
   run->add_option("--data-seed", f.data_seed, "mock data seed");
   run->add_option("--reduce-order", f.reduce_order, "native | fixed | permuted (float sum order)");
   run->add_option("--permute-seed", f.permute_seed);
+}
+
+void add_ab_flags(CLI::App* cmd, std::string& json_path, double& alpha, StepTimeOptions& step) {
+  cmd->add_option("--json", json_path, "write the report as JSON to FILE");
+  cmd->add_option("--alpha", alpha, "significance level of the Mann-Whitney test (default 0.05)");
+  cmd->add_option("--window", step.window, "iterations per step-time window (default 0: one window per log line)");
+  cmd->add_option("--warmup-windows", step.warmup_windows, "windows dropped at the start of each run (default 1)");
+  cmd->add_option("--time-source", step.source,
+                  "auto (timestamps when every line has one, else the elapsed field) | timestamps | elapsed");
 }
 
 RunOptions to_run_options(const RunFlags& f) {
@@ -176,6 +187,19 @@ int main(int argc, char** argv) {
   golden->add_option("--mpiexec", gd.mpiexec);
   golden->add_option("--capture", gd.capture_dir)->group("");  // internal: the per-fixture MPI worker of --update
 
+  AbOptions ab;
+  CLI::App* ab_cmd = app.add_subcommand("ab", "step time A vs B from two runs' files (Megatron logs, Traces, golden values)");
+  ab_cmd->add_option("a", ab.a, "run A: Megatron log, loopgate Trace or golden-values JSON")->required();
+  ab_cmd->add_option("b", ab.b, "run B")->required();
+  add_ab_flags(ab_cmd, ab.json_path, ab.alpha, ab.step);
+
+  CompareOptions cmp;
+  CLI::App* compare = app.add_subcommand("compare", "did the change keep the numbers: verdict rows over runs of A and B");
+  compare->add_option("--a", cmp.a, "runs of A (baseline): Megatron logs, Traces or golden values")->required()->expected(1, -1);
+  compare->add_option("--b", cmp.b, "runs of B (candidate)")->required()->expected(1, -1);
+  compare->add_option("--early", cmp.early, "lm loss and params norm identical at iterations 1..K (default 2)");
+  add_ab_flags(compare, cmp.json_path, cmp.alpha, cmp.step);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -191,6 +215,8 @@ int main(int argc, char** argv) {
       if (go.suites_exe.empty()) go.suites_exe = self.substr(0, self.rfind('/')) + "/../suites/loopgate_gates";
       return cmd_gate(go);
     }
+    if (*ab_cmd) return cmd_ab(ab);
+    if (*compare) return cmd_compare(cmp);
     if (*golden) {
       gd.self_exe = self;
       return cmd_golden(gd);
