@@ -190,6 +190,103 @@ TEST(SyncBudget, OnesyncAtMostOneReadPerIteration) {
                 "timers (max over ranks)\n", static_cast<long long>(first_waits));
 }
 
+// ---- launches: operators dispatched per site per iteration (the CPU launch proxy; CUPTI on a GPU) ----
+
+// The golden launch budget of `budget_arm` for this fixture and scenario, or null (reason in *why).
+const json* launch_budget(const SyncScenario& s, const std::string& budget_arm, std::string* why) {
+  const std::string fx = gate_fixture();
+  if (!budgets().contains("fixtures") || !budgets()["fixtures"].contains(fx) ||
+      !budgets()["fixtures"][fx]["scenarios"].contains(s.key) ||
+      !budgets()["fixtures"][fx]["scenarios"][s.key].contains("launches")) {
+    *why = fmt::format("no launch budget for fixture {} scenario {} (run `loopgate golden --update`)", fx, s.key);
+    return nullptr;
+  }
+  const json& l = budgets()["fixtures"][fx]["scenarios"][s.key]["launches"];
+  if (!l["arms"].contains(budget_arm)) {
+    *why = fmt::format("no launch budget for arm {} in {} {}", budget_arm, fx, s.key);
+    return nullptr;
+  }
+  return &l["arms"][budget_arm];
+}
+
+// Every (iteration, rank, site) of `arm`'s runs with more operators than `budget_arm`'s golden launch budget.
+std::vector<std::string> over_launch_budget(const std::string& arm, const std::string& budget_arm) {
+  std::vector<std::string> out;
+  for (const SyncScenario& s : sync_scenarios(gate_fixture())) {
+    std::string why;
+    const json* b = launch_budget(s, budget_arm, &why);
+    if (!b) {
+      out.push_back(why);
+      continue;
+    }
+    for (const IterationRecord& r : sync_run(s, arm).trace.records) {
+      const std::string cat = iteration_category(r.iteration, s.log_interval);
+      for (const auto& [site, n] : r.launches_per_site) {
+        if (site == "diagnostic_checksum") continue;  // the Trace's own checksums: no loop work
+        const int64_t allowed = (*b)[cat].value(site, int64_t{0});
+        if (n > allowed)
+          out.push_back(fmt::format("{} iteration {} ({}) rank {} site {}: {} operators > budget {}", s.key,
+                                    r.iteration, cat, r.rank, site, n, allowed));
+      }
+    }
+  }
+  return out;
+}
+
+// Every steady-state (iteration >= 2, rank) where `arm` dispatched more operators than the baseline did. The
+// first iteration is excluded: it holds the timers' first report and one-time setup of the deferred sites.
+std::vector<std::string> more_launches_than_baseline(const std::string& arm) {
+  std::vector<std::string> out;
+  for (const SyncScenario& s : sync_scenarios(gate_fixture())) {
+    const Trace& base = sync_run(s, "baseline").trace;
+    for (const IterationRecord& r : sync_run(s, arm).trace.records) {
+      if (r.iteration < 2) continue;
+      const IterationRecord* b = base.find(r.iteration, r.rank);
+      if (!b) {
+        out.push_back(fmt::format("{} iteration {} rank {}: no baseline record", s.key, r.iteration, r.rank));
+        continue;
+      }
+      const int64_t n = launches_excluding_diagnostics(r), nb = launches_excluding_diagnostics(*b);
+      if (n == 0 || nb == 0) out.push_back(fmt::format("{} iteration {} rank {}: no operators counted", s.key, r.iteration, r.rank));
+      if (n > nb)
+        out.push_back(fmt::format("{} iteration {} ({}) rank {}: {} operators, baseline {} (+{})", s.key, r.iteration,
+                                  iteration_category(r.iteration, s.log_interval), r.rank, n, nb, n - nb));
+    }
+  }
+  return out;
+}
+
+TEST_P(SyncBudget, NoMoreLaunchesPerIterationThanTheBaseline) {
+  if (GetParam() == "baseline") GTEST_SKIP() << "the baseline is the reference";
+  if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: launches checked for the final arms";
+  auto m = more_launches_than_baseline(GetParam());
+  EXPECT_TRUE(m.empty()) << GetParam() << " trades syncs for launches: " << m.size() << " iteration(s)" << first_lines(m);
+}
+
+// The launch budget was made with one LibTorch's operator decompositions; elsewhere (a GPU runner's LibTorch)
+// the relative rule above still holds, and CUPTI counts the kernels themselves.
+TEST_P(SyncBudget, LaunchesPerSitePerIterationWithinGoldenBudget) {
+  if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: launch budgets checked for the final arms";
+  const std::string fx = gate_fixture();
+  const std::string here = environment_info().at("torch_version");
+  for (const SyncScenario& s : sync_scenarios(fx)) {
+    const json& sc = budgets()["fixtures"][fx]["scenarios"][s.key];
+    if (sc.contains("launches") && sc["launches"].value("torch_version", "") != here)
+      GTEST_SKIP() << "launch budgets were made with LibTorch " << sc["launches"].value("torch_version", "?")
+                   << ", this is " << here << ": operator counts differ between versions";
+  }
+  auto m = over_launch_budget(GetParam(), GetParam());
+  EXPECT_TRUE(m.empty()) << GetParam() << ": " << m.size() << " sites over the launch budget" << first_lines(m);
+}
+
+// Gate power: deferred NaN checks that bank a predicate per check (the seed's first form) launch more than the
+// baseline; the rule must reject them.
+TEST(GatePower, SyncBudgetRejectsMoreLaunchesThanBaseline) {
+  auto m = more_launches_than_baseline("defect-nan-predicate");
+  EXPECT_FALSE(m.empty()) << "the sync budget accepted an arm that launches more operators than the baseline";
+  if (!m.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first_lines(m, 2).c_str());
+}
+
 // Gate power: one hidden read per iteration must break syncfree's budget.
 TEST(GatePower, SyncBudgetRejectsHiddenExtraRead) {
   auto m = over_budget("defect-extra-read", "syncfree");

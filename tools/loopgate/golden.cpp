@@ -56,13 +56,17 @@ int capture(const GoldenOptions& o) {
     if (rank == 0) write_trace(bt, o.capture_dir + "/golden_trace.json");
     json scenarios = json::object();
     for (const SyncScenario& s : sync_scenarios(fx)) {
-      json arms = json::object();
+      json arms = json::object(), launches = json::object();
       for (const std::string& arm : budget_arms()) {
         RunResult r = run_arm(sync_scenario_config(fx, s), arm, MPI_COMM_WORLD);
-        arms[arm] = budget_from_trace(gather_trace(r, MPI_COMM_WORLD), s.log_interval);
+        const Trace t = gather_trace(r, MPI_COMM_WORLD);
+        arms[arm] = budget_from_trace(t, s.log_interval);
+        launches[arm] = budget_from_trace(t, s.log_interval, &IterationRecord::launches_per_site);
       }
+      // Operator counts depend on LibTorch's decompositions: the launch budget holds where it was made.
       scenarios[s.key] = {{"log_interval", s.log_interval}, {"iters", s.iters},
-                          {"exit_duration_in_mins_set", s.exit_vote}, {"arms", arms}};
+                          {"exit_duration_in_mins_set", s.exit_vote}, {"arms", arms},
+                          {"launches", {{"torch_version", environment_info().at("torch_version")}, {"arms", launches}}}};
     }
     if (rank == 0) write_json_file(o.capture_dir + "/budgets.json", scenarios);
   } catch (const std::exception& e) {
@@ -94,7 +98,9 @@ int update(const GoldenOptions& o) {
   json budgets = fs::exists(g + "/sync_budgets.json") ? read_json_file(g + "/sync_budgets.json") : json::object();
   budgets["about"] =
       "max host reads per site per iteration (max over ranks), per fixture / scenario / arm / iteration category "
-      "(first_iteration, log, nonlog); a site absent = 0 allowed; written only by `loopgate golden --update`";
+      "(first_iteration, log, nonlog); a site absent = 0 allowed; under 'launches' the same for operators "
+      "dispatched (the CPU launch proxy, valid for the LibTorch version named); written only by `loopgate golden "
+      "--update`";
   for (const std::string& fx : selected_fixtures(o)) {
     std::string tmp = make_tmp_dir();
     int rc = launch(fmt::format("{} -n {} {} golden --capture {} --fixture {}", o.mpiexec, find_fixture(fx).world,

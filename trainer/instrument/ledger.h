@@ -63,6 +63,9 @@ class Ledger {
   // so it counts one read at `site`. Shape [1]. device_tensor: the same for several values, shape [n].
   at::Tensor device_scalar(Site site, double value, const at::TensorOptions& options);
   at::Tensor device_tensor(Site site, const std::vector<double>& values, const at::TensorOptions& options);
+  // Host values to the device in one pinned, non-blocking copy: no read, no sync, no kernel (the copy engine),
+  // so nothing is counted. [n] with `options`' dtype and device (CPU: just the tensor).
+  at::Tensor upload_pinned(const std::vector<double>& values, const at::TensorOptions& options);
   // A bare device synchronize (Megatron's torch.cuda.synchronize() in Timer.start/stop): counts one at `site`.
   void record_sync(Site site);
 

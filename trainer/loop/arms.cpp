@@ -56,6 +56,10 @@ std::vector<Arm> build_arms() {
                             "deferred timers report whatever has completed (0.0 lines, doubled windows)");
   whatever.timer_report = TimerReport::kWhateverCompleted;
   arms.push_back(whatever);
+  Arm predicate = defect_arm("defect-nan-predicate", Defect::kNone,
+                             "deferred NaN checks bank a predicate per check: more launches than the baseline");
+  predicate.nan_bank = NanBank::kPredicate;
+  arms.push_back(predicate);
   arms.push_back(defect_arm("defect-hidden-sync", Defect::kHiddenSync,
                             "a device synchronize outside the ledger per iteration (only CUPTI sees it)"));
   return arms;

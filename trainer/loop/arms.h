@@ -25,6 +25,10 @@ enum class Defect {
   kHiddenSync,           // ledger == CUPTI (GPU): a device synchronize the ledger never sees (no-op on CPU)
 };
 
+// How a deferred NaN check banks its verdict: one copy of the checked value (the default), or the seed's first
+// form — a predicate OR-ed into a flag, several kernels per check (the policy of a planted-defect arm).
+enum class NanBank { kValue, kPredicate };
+
 struct Arm {
   std::string name;
   std::string description;
@@ -35,6 +39,7 @@ struct Arm {
   SyncMode exit_vote = SyncMode::kEager;       // commit 5: exit vote rides the batched read
   bool one_read = false;                       // onesync
   TimerReport timer_report = TimerReport::kLaggedOneWindow;  // deferred timers: how a log point reports
+  NanBank nan_bank = NanBank::kValue;          // deferred NaN checks: how a verdict is banked on the device
   Defect defect = Defect::kNone;
 };
 

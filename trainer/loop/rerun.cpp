@@ -58,7 +58,8 @@ RerunStateMachine::RerunStateMachine(RerunConfig config, const at::TensorOptions
 void RerunStateMachine::begin_iteration(int64_t iteration) {
   std::lock_guard<std::mutex> lock(mu_);
   iteration_ = iteration;
-  if (host_flag_ || !flag_.defined()) flag_ = at::zeros({1}, flag_options_);  // zeros: no copy (seed commit 3)
+  if (flag_set_ || !flag_.defined()) flag_ = at::zeros({1}, flag_options_);  // zeros: no copy (seed commit 3)
+  flag_set_ = false;
   host_flag_ = false;
   first_rejection_.clear();
   banked_ = 0;
@@ -86,16 +87,32 @@ void RerunStateMachine::bank_host(bool bad, const std::string& what) {
   if (!bad) return;
   if (!host_flag_) first_rejection_ = what;
   host_flag_ = true;
+  flag_set_ = true;
   flag_.fill_(1);  // fill_: the value rides in the kernel arguments, no copy
 }
 
-void RerunStateMachine::bank_value(const at::Tensor& value) {
-  // The deferred form has no host verdict, so it never short-circuits on a banked rejection.
+// The deferred forms have no host verdict, so they never short-circuit on a banked rejection.
+bool RerunStateMachine::validates_deferred() const {
+  return config_.check_for_nan_in_loss_and_grad &&
+         (config_.mode == RerunMode::kDisabled ||
+          (config_.mode == RerunMode::kValidateResults && first_iteration_complete_));
+}
+
+void RerunStateMachine::bank_predicate(const at::Tensor& bad) {
   std::lock_guard<std::mutex> lock(mu_);
-  const bool validate = config_.check_for_nan_in_loss_and_grad &&
-                        (config_.mode == RerunMode::kDisabled ||
-                         (config_.mode == RerunMode::kValidateResults && first_iteration_complete_));
-  if (!validate) {
+  if (!validates_deferred()) {
+    ++unvalidated_count_;
+    return;
+  }
+  ++validated_count_;
+  at::NoGradGuard no_grad;
+  flag_.bitwise_or_(bad.detach().ne(0).any().to(at::kInt).to(flag_.device()));
+  flag_set_ = true;
+}
+
+void RerunStateMachine::bank_value(const at::Tensor& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!validates_deferred()) {
     ++unvalidated_count_;
     return;
   }
@@ -118,8 +135,9 @@ at::Tensor RerunStateMachine::decision_tensor() const {
   std::lock_guard<std::mutex> lock(mu_);
   at::NoGradGuard no_grad;
   if (banked_ == 0) return flag_.clone();  // the caller all-reduces in place; the banked flag stays this rank's own
-  at::Tensor any_bad = at::logical_not(at::isfinite(bank_.narrow(0, 0, banked_))).any().reshape({1});
-  return host_flag_ ? flag_.clone() : any_bad.to(at::kInt);
+  at::Tensor any_bad = at::logical_not(at::isfinite(bank_.narrow(0, 0, banked_))).any().reshape({1}).to(at::kInt);
+  if (flag_set_) any_bad.bitwise_or_(flag_);
+  return any_bad;
 }
 
 Decision RerunStateMachine::decide(double reduced_value) {

@@ -73,6 +73,9 @@ class RerunStateMachine {
   // Deferred: `value` is the checked device scalar (one element, any floating dtype; NaN/Inf = bad). Copied into
   // the step's bank (float32: a float64 beyond float range would read as Inf), no read.
   void bank_value(const at::Tensor& value);
+  // The seed's first deferred form: `bad` is a device predicate of any shape (nonzero = bad), OR-ed into the flag.
+  // A handful of kernels per check where bank_value takes one: kept as the policy of a planted-defect arm.
+  void bank_predicate(const at::Tensor& bad);
   // The device predicate "any element is NaN or Inf" of x (0-dim bool).
   static at::Tensor nonfinite(const at::Tensor& x);
 
@@ -111,6 +114,8 @@ class RerunStateMachine {
   at::Tensor flag_;  // int32 [1] on the flag device
   at::Tensor bank_;  // float32 [capacity]: the deferred checks' values, bank_[0..banked_) this step
   int64_t banked_ = 0;
+  bool flag_set_ = false;  // flag_ was written this step (eager or predicate form)
+  bool validates_deferred() const;
   std::string first_rejection_;
   int64_t validated_count_ = 0, unvalidated_count_ = 0, nan_iterations_ = 0, skipped_steps_ = 0, votes_ = 0;
 };

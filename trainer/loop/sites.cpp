@@ -35,34 +35,44 @@ constexpr const char* kIntervalTimer = "interval-time";
 
 void Bundle::add(const std::string& key, const at::Tensor& value) {
   LG_CHECK(value.numel() == 1, "bundle value {} has {} elements", key, value.numel());
-  keys_.push_back(key);
-  values_.push_back(value.reshape({1}).to(at::kDouble));
+  device_keys_.push_back(key);
+  device_values_.push_back(value.reshape({1}).to(at::kDouble));  // a cast only where the dtype differs
 }
 
 void Bundle::add_host(const std::string& key, double value) {
-  keys_.push_back(key);
-  values_.push_back(at::full({1}, value, f64()));  // a kernel argument, not a copy: no sync
+  host_keys_.push_back(key);
+  host_values_.push_back(value);
 }
 
 void Bundle::add_absent(const std::string& key) { add_host(key, -std::numeric_limits<double>::infinity()); }
 
-at::Tensor Bundle::packed() const { return at::cat(values_); }
+std::vector<std::string> Bundle::keys() const {
+  std::vector<std::string> k = device_keys_;
+  k.insert(k.end(), host_keys_.begin(), host_keys_.end());
+  return k;
+}
+
+at::Tensor Bundle::packed(Ledger& ledger) const {
+  std::vector<at::Tensor> parts = device_values_;
+  if (!host_values_.empty()) parts.push_back(ledger.upload_pinned(host_values_, f64()));
+  return parts.size() == 1 ? parts[0] : at::cat(parts);
+}
 
 std::map<std::string, double> Bundle::resolve(Ledger& ledger, Site site, Comm& world, bool reduce) {
-  at::Tensor packed = this->packed();
+  at::Tensor packed = this->packed(ledger);
   if (reduce) {
     // The MAX must keep a NaN (a NaN loss is what the baseline logs). NCCL's max drops a NaN against -inf (on
     // 2 x H200, pp2: a NaN loss on the last stage was logged as -inf), Open MPI's keeps it; so NaN rides as a
     // flag in the same collective, and every backend gives the same answer.
     const int64_t n = packed.numel();
-    const at::Tensor nan = packed.isnan();
-    at::Tensor both = at::cat({packed.masked_fill(nan, -std::numeric_limits<double>::infinity()), nan.to(at::kDouble)});
+    at::Tensor both = at::cat({packed, packed.isnan().to(at::kDouble)});
     world.all_reduce(both, ReduceOp::kMax);
     packed = both.narrow(0, 0, n).masked_fill(both.narrow(0, n, n).gt(0), std::numeric_limits<double>::quiet_NaN());
   }
   std::vector<double> host = ledger.read(site, packed);
+  const std::vector<std::string> k = keys();
   std::map<std::string, double> out;
-  for (size_t i = 0; i < keys_.size(); ++i) out[keys_[i]] = host[i];
+  for (size_t i = 0; i < k.size(); ++i) out[k[i]] = host[i];
   return out;
 }
 
@@ -135,7 +145,11 @@ void Sites::nan_check(RerunStateMachine& rerun, Site site, const at::Tensor& val
     bad = (read_scalar(site, value.isinf().any()) != 0.0) || bad;
     rerun.bank_host(bad, site_name(site));
   } else {
-    rerun.bank_value(value);
+    if (arm_.nan_bank == NanBank::kValue) {
+      rerun.bank_value(value);
+    } else {
+      rerun.bank_predicate(RerunStateMachine::nonfinite(value));
+    }
   }
 }
 
@@ -178,7 +192,7 @@ at::Tensor Sites::one_read_vote(RerunStateMachine& rerun, bool log_point, int64_
   if (log_point && config_.exit_duration_in_mins > 0) pre.add_host("exit", exit_flag_local(iteration) ? 1.0 : 0.0);
   if (log_point) add_timer_values(pre, iteration);
   one_read_keys_ = pre.keys();
-  one_read_packed_ = pre.packed();
+  one_read_packed_ = pre.packed(ledger_);
   groups_.world->all_reduce(one_read_packed_, ReduceOp::kMax);  // the one collective of the iteration
   return one_read_packed_.narrow(0, 0, 1).gt(0);
 }
@@ -389,10 +403,11 @@ LogOutputs Sites::training_log(const LogInputs& in) {
       if (in.params_norm.defined()) bundle.add("params_norm", in.params_norm);
       bundle.add("loss_scale", in.loss_scale);
       has_total_loss_ ? bundle.add("loss_total", total_loss_) : bundle.add_absent("loss_total");
-      bundle.add("nan_count", nan_count_);
+      // Only skipped iterations probe their loss; with none since the last log point the count is 0, unread.
+      if (skipped_ > 0) bundle.add("nan_count", nan_count_);
     }
     // The LR rides the read as the same float32 that reduce_max_stat would have made of it.
-    if (!eager_scalars) bundle.add("lr", at::full({1}, lr, f32()));
+    if (!eager_scalars) bundle.add_host("lr", static_cast<float>(lr));
     if (arm_.timers == SyncMode::kDeferred) add_timer_values(bundle, in.iteration);
     if (arm_.exit_vote == SyncMode::kDeferred && config_.exit_duration_in_mins > 0)
       bundle.add_host("exit", exit_flag_local(in.iteration) ? 1.0 : 0.0);
@@ -402,8 +417,10 @@ LogOutputs Sites::training_log(const LogInputs& in) {
       num_zeros = v.count("num_zeros") ? v["num_zeros"] : NAN;
       params_norm = v.count("params_norm") ? v["params_norm"] : NAN;
       loss_scale = v["loss_scale"];
-      nan_ += static_cast<int64_t>(v["nan_count"]);
-      nan_count_.zero_();
+      if (skipped_ > 0) {
+        nan_ += static_cast<int64_t>(v["nan_count"]);
+        nan_count_.zero_();
+      }
       if (arm_.defect == Defect::kBatchedReadStale) std::swap(grad_norm, last_grad_norm_);
     }
     if (!eager_scalars) lr = v["lr"];

@@ -28,20 +28,23 @@ struct RunConfig;
 // Values for one batched read: device scalars (or host doubles) packed into one tensor, MAX-reduced over the
 // world in one collective, read once. Absent values are -inf, so the MAX picks the rank that has one; a MIN
 // rides as the MAX of its negation; a NaN on any rank stays NaN (a flag rides beside it: NCCL's max drops NaN).
+// Host values are packed on the host and reach the device in one pinned, non-blocking copy (no kernel, no
+// sync): the batched read must not launch more than the eager reads it replaces.
 class Bundle {
  public:
   void add(const std::string& key, const at::Tensor& value);  // any dtype, one element
   void add_host(const std::string& key, double value);
   void add_absent(const std::string& key);
-  bool empty() const { return keys_.empty(); }
+  bool empty() const { return device_keys_.empty() && host_keys_.empty(); }
   // One all-reduce (MAX over `world`) unless `reduce` is false, then one read at `site`.
   std::map<std::string, double> resolve(Ledger& ledger, Site site, Comm& world, bool reduce = true);
-  at::Tensor packed() const;  // [n] double, for the one-read arm's pre-step collective
-  const std::vector<std::string>& keys() const { return keys_; }
+  at::Tensor packed(Ledger& ledger) const;  // [n] double on the run's device: device values, then host values
+  std::vector<std::string> keys() const;    // in packed() order
 
  private:
-  std::vector<std::string> keys_;
-  std::vector<at::Tensor> values_;
+  std::vector<std::string> device_keys_, host_keys_;
+  std::vector<at::Tensor> device_values_;
+  std::vector<double> host_values_;
 };
 
 // What the loop hands to training_log each iteration (Megatron's arguments).
