@@ -2,6 +2,7 @@
 //   mpirun -np N loopgate run --fixture F --arm A [...]   one arm on one fixture: Megatron log lines, sync table, Trace
 //   loopgate gate [--fixture F ...] [--arm A ...]          every gate on every CPU fixture: verdict table, exit 0/1/2
 //   loopgate golden --check | --update                    compare with / rewrite golden/ (the only writer)
+//   loopgate report --gate gate.json [--out report.html]  one self-contained HTML page from a gate run
 // Flags keep Megatron's names where Megatron has the flag. Bad input: one line on stderr, exit 2.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "fixtures/golden.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
+#include "tools/loopgate/report.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
@@ -176,6 +178,11 @@ int main(int argc, char** argv) {
   golden->add_option("--mpiexec", gd.mpiexec);
   golden->add_option("--capture", gd.capture_dir)->group("");  // internal: the per-fixture MPI worker of --update
 
+  ReportOptions ro;
+  CLI::App* report = app.add_subcommand("report", "write one self-contained HTML page from `loopgate gate --json` output");
+  report->add_option("--gate", ro.gate_json, "the JSON written by `loopgate gate --json`")->required();
+  report->add_option("--out", ro.out, "the HTML file (default: report.html beside the gate JSON)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -191,6 +198,7 @@ int main(int argc, char** argv) {
       if (go.suites_exe.empty()) go.suites_exe = self.substr(0, self.rfind('/')) + "/../suites/loopgate_gates";
       return cmd_gate(go);
     }
+    if (*report) return cmd_report(ro);
     if (*golden) {
       gd.self_exe = self;
       return cmd_golden(gd);
