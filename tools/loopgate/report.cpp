@@ -171,19 +171,26 @@ std::string verdict_table(const GateSummary& g) {
 std::string mismatch_table(const std::vector<std::string>& lines) {
   static const std::regex kLine(
       R"(iteration (-?\d+) rank (\d+) ([^:]+): (\S+) (\S+)(?: \(([^)]*)\))? vs (\S+) (\S+)(?: \(([^)]*)\))?)");
-  std::string rows;
+  std::string rows, base_arm, cand_arm;
   for (const std::string& line : lines) {
     std::smatch m;
     if (!std::regex_search(line, m, kLine)) continue;
-    rows += fmt::format(
-        "<tr class=\"mismatch\"><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><code>{}</code> {}</td>"
-        "<td><code>{}</code> {}</td></tr>\n",
-        html_escape(m[3]), html_escape(m[1]), html_escape(m[2]), html_escape(m[5]), html_escape(m[6]), html_escape(m[8]),
-        html_escape(m[9]));
+    if (rows.empty()) {
+      base_arm = m[4];
+      cand_arm = m[7];
+    }
+    auto value = [](const std::string& bits, const std::string& dec) {
+      return "<code>" + html_escape(bits) + "</code>" + (dec.empty() ? "" : " (" + html_escape(dec) + ")");
+    };
+    rows += fmt::format("<tr class=\"mismatch\"><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td>"
+                        "<td>{}</td></tr>\n",
+                        html_escape(m[3]), html_escape(m[1]), html_escape(m[2]), value(m[5], m[6]), value(m[8], m[9]));
   }
   if (rows.empty()) return "";
-  return "<table class=\"mismatches\">\n<tr><th>field</th><th>iteration</th><th>rank</th><th>baseline</th>"
-         "<th>candidate</th></tr>\n" + rows + "</table>\n";
+  return fmt::format("<p class=\"caption\">The differences the gate listed, first differing value first.</p>\n"
+                     "<table class=\"mismatches\">\n<tr><th>field</th><th>iteration</th><th>rank</th><th>{}</th>"
+                     "<th>{}</th></tr>\n{}</table>\n",
+                     html_escape(base_arm), html_escape(cand_arm), rows);
 }
 
 std::vector<std::string> split_lines(const std::string& s) {
@@ -247,6 +254,7 @@ Series field_series(const ArmTrace& t, const Field& f, const std::vector<std::st
     s.x.push_back(it);
     s.y.push_back(f.get(*r));
     s.label.push_back(value_label(f.get(*r)));
+    s.exact.push_back(hex(f.get(*r)));
   }
   return s;
 }

@@ -93,7 +93,7 @@ std::string series_markup(const Series& s, const Range& xr, const Range& yr, dou
   bool pen_down = false;
   for (size_t i = 0; i < s.x.size(); ++i) {
     iters += (i ? " " : "") + std::to_string(s.x[i]);
-    values += (i ? " " : "") + (i < s.label.size() ? s.label[i] : "");
+    values += (i ? " " : "") + (i < s.exact.size() ? s.exact[i] : "");
     if (!std::isfinite(s.y[i])) {
       pen_down = false;
       continue;

@@ -21,7 +21,8 @@ struct Series {
   std::string name;                // the arm
   std::vector<int64_t> x;          // iterations
   std::vector<double> y;           // values (non-finite ones leave a gap)
-  std::vector<std::string> label;  // per point, shown on hover (<title>) and kept in data-values
+  std::vector<std::string> label;  // per point, shown on hover (<title>)
+  std::vector<std::string> exact;  // per point, one token without spaces (a hexfloat): data-values
   std::string color;
   double width = 2.0;
 };
