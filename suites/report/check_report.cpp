@@ -3,7 +3,10 @@
 // (fixture, check) row with its cells, per fixture with a clean Trace one SVG per chart holding one series per arm
 // whose data-values are the last rank's hexfloats, the reads bars and every timer interval, each failed
 // verdict's block with the first hexfloat of its message, the header's totals, and no external reference.
-// Exit 0 when every check holds, 1 with one line per problem, 2 on bad input. Used by the CTest report_e2e.
+// --require-clean-traces: also demand that the gate JSON lists a clean-scenario Trace for baseline and for every
+// candidate arm with a verdict (true when the checks run include equivalence), so a gate that lists no Trace
+// cannot pass as "no charts expected". Exit 0 when every check holds, 1 with one line per problem, 2 on bad
+// input. Used by the CTest report_e2e.
 #include <fmt/format.h>
 
 #include <fstream>
@@ -163,6 +166,16 @@ double field_of(const loopgate::IterationRecord& r, const std::string& f) {
   return r.learning_rate;
 }
 
+void check_listed(const json& f) {
+  std::set<std::string> want = {"baseline"}, have;
+  for (const json& v : f.value("verdicts", json::array()))
+    if (v["arm"] != "(all)" && v["arm"] != "(planted defect)") want.insert(v["arm"].get<std::string>());
+  for (const json& t : f.value("traces", json::array()))
+    if (t["scenario"] == "clean") have.insert(t["arm"].get<std::string>());
+  for (const std::string& arm : want)
+    expect(have.count(arm) == 1, fmt::format("{}: the gate JSON lists no clean Trace of {}", f["fixture"].get<std::string>(), arm));
+}
+
 // Returns the number of SVGs this fixture must have.
 size_t check_fixture(const json& f, const std::vector<Svg>& all) {
   const std::string fixture = f["fixture"];
@@ -232,12 +245,15 @@ void check_failures(const json& gate, const std::string& html) {
 
 int main(int argc, char** argv) {
   std::string gate_path, html_path;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--gate") gate_path = argv[i + 1];
-    if (std::string(argv[i]) == "--html") html_path = argv[i + 1];
+  bool require_clean = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--require-clean-traces") require_clean = true;
+    else if (a == "--gate" && i + 1 < argc) gate_path = argv[++i];
+    else if (a == "--html" && i + 1 < argc) html_path = argv[++i];
   }
   if (gate_path.empty() || html_path.empty()) {
-    std::cerr << "usage: check_report --gate gate.json --html report.html\n";
+    std::cerr << "usage: check_report --gate gate.json --html report.html [--require-clean-traces]\n";
     return 2;
   }
   json gate;
@@ -250,7 +266,10 @@ int main(int argc, char** argv) {
     check_rows(gate, html);
     const std::vector<Svg> all = svgs(html);
     size_t expected_svgs = 0;
-    for (const json& f : gate["fixtures"]) expected_svgs += check_fixture(f, all);
+    for (const json& f : gate["fixtures"]) {
+      if (require_clean) check_listed(f);
+      expected_svgs += check_fixture(f, all);
+    }
     expect(all.size() == expected_svgs, fmt::format("{} SVGs on the page, {} expected", all.size(), expected_svgs));
     check_failures(gate, html);
     if (problems.empty())

@@ -16,5 +16,5 @@ if [ "$rc" -ne 1 ]; then
   exit 1
 fi
 "$loopgate" report --gate "$out/gate.json" --out "$out/report.html" || { echo "report_e2e: FAIL: loopgate report"; exit 1; }
-"$check" --gate "$out/gate.json" --html "$out/report.html" || exit 1
+"$check" --gate "$out/gate.json" --html "$out/report.html" --require-clean-traces || exit 1
 echo "report_e2e: OK in ${SECONDS} s"

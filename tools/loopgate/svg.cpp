@@ -1,5 +1,6 @@
 // Inline-SVG drawing for `loopgate report` (svg.h). Every element carries its data in data-* attributes and a
 // <title> (the browser's hover text), so the page needs no JavaScript and a checker can read the numbers back.
+// Coordinates: y grows downwards; each chart maps its data range onto a plot box inside fixed margins.
 #include "tools/loopgate/svg.h"
 
 #include <fmt/format.h>

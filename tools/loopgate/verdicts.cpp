@@ -1,5 +1,6 @@
 // The verdict table's cells and the gate's JSON document (verdicts.h). The cell rules live here once, so the
-// text table of `loopgate gate` and the HTML table of `loopgate report` cannot disagree.
+// text table of `loopgate gate` and the HTML table of `loopgate report` cannot disagree. Not here: reading
+// GoogleTest's JSON (gate.cpp) or any HTML (report.cpp).
 #include "tools/loopgate/verdicts.h"
 
 #include <fmt/format.h>
