@@ -16,41 +16,19 @@
 #include <set>
 
 #include "fixtures/fixtures.h"
+#include "fixtures/scenarios.h"
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/verdicts.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
 namespace {
 
-// check name -> GoogleTest suite name (TEST_P suites are instantiated as "Arms/<Suite>").
-const std::vector<std::pair<std::string, std::string>>& checks() {
-  static const std::vector<std::pair<std::string, std::string>> c = {
-      {"equivalence", "Equivalence"}, {"distributional", "Distributional"}, {"lr_schedule", "LrSchedule"},
-      {"nan_detection", "NanDetection"}, {"timers", "Timers"},           {"logging_exit", "LoggingExit"},
-      {"sync_budget", "SyncBudget"},   {"golden_values", "GoldenValues"}};
-  return c;
-}
-
 std::string check_of_suite(const std::string& suite_or_test) {
-  for (const auto& [check, suite] : checks())
+  for (const auto& [check, suite] : gate_checks())
     if (suite_or_test.rfind(suite, 0) == 0) return check;
   return "";
 }
-
-struct Verdict {
-  std::string fixture, check, arm, test;
-  bool passed = false;
-  std::string message;
-};
-
-struct FixtureRun {
-  std::string fixture;
-  int np = 0;
-  int exit_code = 0;
-  double seconds = 0;
-  std::string log_path;
-  std::vector<Verdict> verdicts;
-};
 
 std::string join(const std::vector<std::string>& v, const std::string& sep) {
   std::string s;
@@ -63,7 +41,7 @@ std::string gtest_filter(const std::vector<std::string>& wanted) {
   std::vector<std::string> parts;
   for (const std::string& w : wanted) {
     std::string suite;
-    for (const auto& [check, s] : checks())
+    for (const auto& [check, s] : gate_checks())
       if (check == w) suite = s;
     parts.push_back("Arms/" + suite + ".*");
     parts.push_back(suite + ".*");
@@ -95,7 +73,7 @@ std::vector<Verdict> read_verdicts(const std::string& fixture, const std::string
         v.arm = t["value_param"].get<std::string>();
         if (v.arm.size() >= 2 && v.arm.front() == '"') v.arm = v.arm.substr(1, v.arm.size() - 2);
       } else {
-        v.arm = cls == "GatePower" ? "(planted defect)" : "(all)";
+        v.arm = cls == "GatePower" ? kPlantedDefect : kAllArms;
       }
       if (t.value("result", "") == "SKIPPED" || t.value("status", "") == "NOTRUN") continue;
       v.passed = !t.contains("failures");
@@ -109,7 +87,7 @@ std::vector<Verdict> read_verdicts(const std::string& fixture, const std::string
 // One fixture's launch of the suites, running in the background; its log is echoed as it grows.
 struct Launch {
   FixtureRun r;
-  std::string json;
+  std::string json, trace_dir;
   std::chrono::steady_clock::time_point start;
   std::ifstream log;
   std::string pending;
@@ -127,14 +105,25 @@ std::unique_ptr<Launch> launch_fixture(const GateOptions& o, const Fixture& f, c
   std::string cmd = fmt::format("{} -n {} {} --lg_fixture={}", o.mpiexec, f.world, o.suites_exe, f.name);
   if (!o.arms.empty()) cmd += " --lg_arms=" + join(o.arms, ",");
   if (o.iters > 0) cmd += fmt::format(" --lg_iters={}", o.iters);
-  cmd += fmt::format(" --lg_timeout={} '--gtest_filter={}' --gtest_output=json:{} > {} 2>&1", f.world > 8 ? 1200 : 300,
-                     gtest_filter(o.checks), l->json, l->r.log_path);
+  l->trace_dir = fmt::format("{}/{}", dir, f.name);
+  cmd += fmt::format(" --lg_trace_dir={} --lg_timeout={} '--gtest_filter={}' --gtest_output=json:{} > {} 2>&1",
+                     l->trace_dir, f.world > 8 ? 1200 : 300, gtest_filter(o.checks), l->json, l->r.log_path);
   std::printf("[%zu/%zu] %-10s np %-3d launching the gate suites\n", index + 1, total, f.name.c_str(), f.world);
   std::fflush(stdout);
   l->start = std::chrono::steady_clock::now();
   std::string bg = "(" + cmd + "; echo $? > " + l->r.log_path + ".rc) &";
   if (std::system(bg.c_str()) != 0) throw Error("could not launch: " + cmd);
   return l;
+}
+
+// A progress line "KEY arm ARM: ..." names a scenario whose Trace the suites wrote to trace_dir (when they could).
+void note_trace(const std::string& line, const std::string& trace_dir, std::vector<TraceFile>* traces) {
+  const size_t arm_at = line.find(" arm ");
+  const size_t colon = line.find(':', arm_at == std::string::npos ? line.size() : arm_at);
+  if (arm_at == std::string::npos || colon == std::string::npos) return;
+  TraceFile t{line.substr(0, arm_at), line.substr(arm_at + 5, colon - arm_at - 5), ""};
+  t.path = trace_dir + "/" + trace_file_name(t.scenario, t.arm);
+  if (access(t.path.c_str(), R_OK) == 0) traces->push_back(t);
 }
 
 // Echoes the scenario lines written since the last poll; true once the launch has finished (verdicts read).
@@ -149,8 +138,10 @@ bool poll_launch(Launch& l) {
     }
     line = l.pending + line;
     l.pending.clear();
-    if (line.rfind("loopgate scenario: ", 0) == 0)
+    if (line.rfind("loopgate scenario: ", 0) == 0) {
       std::printf("      %-10s %s\n", l.r.fixture.c_str(), line.substr(19).c_str());
+      note_trace(line.substr(19), l.trace_dir, &l.r.traces);
+    }
   }
   if (l.log.is_open()) l.log.clear();
   std::fflush(stdout);
@@ -205,55 +196,12 @@ void print_table(const std::vector<FixtureRun>& runs, const std::vector<std::str
   head += fmt::format(" {:>11}", "defect");
   std::printf("\n%s\n", head.c_str());
   std::printf("%s\n", std::string(head.size(), '-').c_str());
-  for (const FixtureRun& r : runs) {
-    for (const auto& [check, suite] : checks()) {
-      std::map<std::string, std::pair<int, int>> cell;  // arm -> (passed, total)
-      for (const Verdict& v : r.verdicts) {
-        if (v.check != check) continue;
-        auto& c = cell[v.arm];
-        c.first += v.passed;
-        c.second += 1;
-      }
-      if (cell.empty()) continue;
-      auto verdict = [](int passed, int total) {
-        return passed == total ? std::string("PASS") : fmt::format("FAIL {}/{}", total - passed, total);
-      };
-      // "baseline": the check's arm-independent tests (the baseline's own behaviour, fake clocks, golden values).
-      // An arm's cell: its own verdicts plus those; "-" when none of its own ran (the heavy fixtures run fewer
-      // arms), never a borrowed PASS.
-      auto all = cell.find("(all)");
-      auto show = [&](const std::string& arm) {
-        auto own = cell.find(arm);
-        if (own == cell.end()) return std::string("-");
-        int passed = own->second.first, total = own->second.second;
-        if (all != cell.end()) {
-          passed += all->second.first;
-          total += all->second.second;
-        }
-        return verdict(passed, total);
-      };
-      std::string row = fmt::format("{:<11} {:<15} {:>11}", r.fixture, check,
-                                    all == cell.end() ? "-" : verdict(all->second.first, all->second.second));
-      for (const std::string& a : arms) row += fmt::format(" {:>11}", show(a));
-      auto d = cell.find("(planted defect)");
-      row += fmt::format(" {:>11}", d == cell.end() ? "-" : (d->second.first == d->second.second ? "REJECTED" : "ACCEPTED!"));
-      std::printf("%s\n", row.c_str());
-    }
+  for (const VerdictRow& v : verdict_rows(runs, arms)) {
+    std::string row = fmt::format("{:<11} {:<15} {:>11}", v.fixture, v.check, v.baseline);
+    for (const std::string& c : v.cells) row += fmt::format(" {:>11}", c);
+    row += fmt::format(" {:>11}", v.defect);
+    std::printf("%s\n", row.c_str());
   }
-}
-
-void write_json(const std::string& path, const std::vector<FixtureRun>& runs, bool ok) {
-  nlohmann::json j;
-  j["verdict"] = ok ? "pass" : "fail";
-  for (const FixtureRun& r : runs) {
-    nlohmann::json f = {{"fixture", r.fixture}, {"np", r.np}, {"exit_code", r.exit_code}, {"seconds", r.seconds},
-                        {"log", r.log_path}};
-    for (const Verdict& v : r.verdicts)
-      f["verdicts"].push_back({{"check", v.check}, {"arm", v.arm}, {"test", v.test}, {"passed", v.passed},
-                               {"message", v.message}});
-    j["fixtures"].push_back(f);
-  }
-  std::ofstream(path) << j.dump(1) << "\n";
 }
 
 std::string xml_escape(const std::string& s) {
@@ -320,9 +268,9 @@ int cmd_gate(const GateOptions& o_in) {
   for (const std::string& a : o.arms) find_arm(a);
   for (const std::string& c : o.checks) {
     bool known = false;
-    for (const auto& [check, suite] : checks()) known = known || check == c;
+    for (const auto& [check, suite] : gate_checks()) known = known || check == c;
     std::vector<std::string> names;
-    for (const auto& [check, suite] : checks()) names.push_back(check);
+    for (const auto& [check, suite] : gate_checks()) names.push_back(check);
     LG_INPUT_CHECK(known, "unknown check '{}' (known: {})", c, join(names, ", "));
   }
   LG_INPUT_CHECK(o.iters >= 0, "--iters must be >= 1 (got {})", o.iters);
@@ -338,6 +286,7 @@ int cmd_gate(const GateOptions& o_in) {
   std::vector<std::string> arms = o.arms.empty() ? default_candidates() : o.arms;
   std::printf("loopgate gate: fixtures %zu, candidate arms %s; logs in %s\n", fixtures.size(), join(arms, ",").c_str(),
               dir.c_str());
+  const std::string started_at = utc_now();
   auto start = std::chrono::steady_clock::now();
   std::vector<FixtureRun> runs = run_fixtures(o, fixtures, dir);
   print_table(runs, arms);
@@ -359,7 +308,10 @@ int cmd_gate(const GateOptions& o_in) {
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("\nverdicts: %d, failed: %d, time %.1f s: %s\n", total, failed, secs, ok ? "OK" : "FAILED");
-  if (!o.json_path.empty()) write_json(o.json_path, runs, ok);
+  if (!o.json_path.empty()) {
+    const GateSummary g{ok, started_at, secs, arms, runs};
+    std::ofstream(o.json_path) << gate_to_json(g).dump(1) << "\n";
+  }
   if (!o.junit_path.empty()) write_junit(o.junit_path, runs);
   return ok ? 0 : 1;
 }

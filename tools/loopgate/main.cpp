@@ -4,6 +4,7 @@
 //   loopgate golden --check | --update                    compare with / rewrite golden/ (the only writer)
 //   loopgate ab A B                                        step time of two runs' files: medians, shift, Mann-Whitney
 //   loopgate compare --a A1 [A2..] --b B1 [B2..]           did the change keep the numbers (Megatron logs, Traces)
+//   loopgate report --gate gate.json [--out report.html]  one self-contained HTML page from a gate run
 // Flags keep Megatron's names where Megatron has the flag. Bad input: one line on stderr, exit 2.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "fixtures/golden.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
+#include "tools/loopgate/report.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
@@ -199,6 +201,10 @@ int main(int argc, char** argv) {
   compare->add_option("--b", cmp.b, "runs of B (candidate)")->required()->expected(1, -1);
   compare->add_option("--early", cmp.early, "lm loss and params norm identical at iterations 1..K (default 2)");
   add_ab_flags(compare, cmp.json_path, cmp.alpha, cmp.step);
+  ReportOptions ro;
+  CLI::App* report = app.add_subcommand("report", "write one self-contained HTML page from `loopgate gate --json` output");
+  report->add_option("--gate", ro.gate_json, "the JSON written by `loopgate gate --json`")->required();
+  report->add_option("--out", ro.out, "the HTML file (default: report.html beside the gate JSON)");
 
   try {
     app.parse(argc, argv);
@@ -217,6 +223,7 @@ int main(int argc, char** argv) {
     }
     if (*ab_cmd) return cmd_ab(ab);
     if (*compare) return cmd_compare(cmp);
+    if (*report) return cmd_report(ro);
     if (*golden) {
       gd.self_exe = self;
       return cmd_golden(gd);
