@@ -230,7 +230,7 @@ double EventTimer::elapsed(bool reset, bool) {
   const bool was_started = started_;
   if (was_started) stop();
   window_ends_.push_back(next_seq_);  // the window this log point closes
-  last_was_preview_ = !preview_done_ && report_ == TimerReport::kLaggedOneWindow;
+  last_was_preview_ = !preview_done_ && report_ != TimerReport::kWhateverCompleted;
   double value;
   if (report_ == TimerReport::kWhateverCompleted) {
     window_ends_.clear();
@@ -238,7 +238,11 @@ double EventTimer::elapsed(bool reset, bool) {
   } else if (!preview_done_) {
     // The first log point: no earlier window to report. Wait once for this one and show it; it is reported
     // (exactly once) by the next log point.
-    if (wait_for(window_ends_.back())) ++first_report_waits_;
+    if (report_ == TimerReport::kFirstReportNoWait) {
+      harvest();
+    } else if (wait_for(window_ends_.back())) {
+      ++first_report_waits_;
+    }
     preview_done_ = true;
     value = elapsed_ + sum_done(reported_upto_, window_ends_.back());
   } else {

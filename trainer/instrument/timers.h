@@ -173,10 +173,11 @@ class WindowLagEventSource : public ClockEventSource {
 
 // ---- EventTimer (sync-free) ----
 
-// How an EventTimer reports at a log point. kLaggedOneWindow is the contract above. kWhateverCompleted is the seed
-// PR's first form — every interval complete by now, the first report waiting if there is none — kept only as a
-// policy a planted-defect arm carries, because it is what gave 0.0 lines and doubled windows on an H200.
-enum class TimerReport { kLaggedOneWindow, kWhateverCompleted };
+// How an EventTimer reports at a log point. kLaggedOneWindow is the contract above. The others are kept only as
+// policies planted-defect arms carry: kWhateverCompleted is the seed PR's first form — every interval complete by
+// now, the first report waiting if there is none — which gave 0.0 lines and doubled windows on an H200;
+// kFirstReportNoWait previews the first window without waiting for it (a 0.0 first line on a lagging device).
+enum class TimerReport { kLaggedOneWindow, kWhateverCompleted, kFirstReportNoWait };
 
 class EventTimer : public Timer {
  public:

@@ -1,8 +1,19 @@
+// The arms: the seed's commits as policy lists, onesync, and the catalogue of planted defects — one per property a
+// gate claims (docs/gates.md), each a single policy set wrongly or one small hook, named after what it breaks.
 #include "trainer/loop/arms.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
+#include "trainer/common/device.h"
 #include "trainer/common/error.h"
+#include "trainer/instrument/ledger.h"
+#include "trainer/loop/sites.h"
+#if LOOPGATE_HAS_CUDA
+#include "trainer/instrument/device_cuda.h"
+#endif
 
 namespace loopgate {
 namespace {
@@ -19,12 +30,106 @@ Arm syncfree(int commits) {
   return a;
 }
 
-Arm defect_arm(const std::string& name, Defect d, const std::string& what) {
+// A planted defect: syncfree with one thing wrong, and the gate that must reject it.
+Arm defect(const std::string& name, const std::string& what, const std::string& gate, const std::string& fixture = "") {
   Arm a = syncfree(5);
   a.name = name;
   a.description = "planted defect: " + what;
-  a.defect = d;
+  a.rejected_by = gate;
+  a.fixture = fixture;
   return a;
+}
+
+// The timers' report hooks: each breaks one property of the stream (exactly once, in order, never 0).
+void drop_second(std::vector<TimerInterval>& r) {
+  if (r.size() >= 2) r.erase(r.begin() + 1);
+}
+void duplicate_first(std::vector<TimerInterval>& r) {
+  if (!r.empty()) r.push_back(r.front());
+}
+void swap_first_two_of_a_timer(std::vector<TimerInterval>& r) {
+  for (size_t i = 0; i < r.size(); ++i)
+    for (size_t j = i + 1; j < r.size(); ++j)
+      if (r[i].name == r[j].name) {
+        std::swap(r[i], r[j]);
+        return;
+      }
+}
+void zero_interval_time(std::vector<TimerInterval>& r) {
+  for (TimerInterval& t : r)
+    if (t.name == "interval-time") t.seconds = 0.0;
+}
+
+std::vector<Arm> build_defects() {
+  std::vector<Arm> d;
+  Arm a;
+  // ---- equivalence ----
+  a = defect("defect-numerics", "the step uses a learning rate off by 2^-10", "equivalence");
+  a.hooks.step_lr = [](double lr) { return lr * (1.0 + std::ldexp(1.0, -10)); };
+  d.push_back(a);
+  // ---- lr_schedule ----
+  a = defect("defect-lr-on-skip", "the LR advances on a skipped step", "lr_schedule");
+  a.lr_advances_on_skip = true;
+  d.push_back(a);
+  // ---- nan_detection ----
+  a = defect("defect-nan-after-step", "the NaN verdict is acted on after optimizer.step", "nan_detection");
+  a.verdict_after_step = true;
+  d.push_back(a);
+  // A decision the ranks do not share leaves them in different collectives: the job hangs, and the progress
+  // watchdog must fail it within its limit, naming the rank (issue 15).
+  a = defect("defect-nan-vote-local", "the rerun decision is not reduced over the world (each rank its own)",
+             "watchdog", "tp2sp");
+  a.rerun_vote = VoteGroup::kThisRankOnly;
+  d.push_back(a);
+  // ---- timers ----
+  a = defect("defect-drop-timer-interval", "one timer interval is never reported", "timers");
+  a.hooks.timer_report = drop_second;
+  d.push_back(a);
+  a = defect("defect-duplicate-timer-interval", "one timer interval is reported twice", "timers");
+  a.hooks.timer_report = duplicate_first;
+  d.push_back(a);
+  a = defect("defect-reorder-timer-intervals", "two timer intervals are reported out of order", "timers");
+  a.hooks.timer_report = swap_first_two_of_a_timer;
+  d.push_back(a);
+  a = defect("defect-zero-timer-window", "the interval-time window is reported as 0 s", "timers");
+  a.hooks.timer_report = zero_interval_time;
+  d.push_back(a);
+  a = defect("defect-timer-whatever-completed",
+             "deferred timers report whatever has completed (0.0 lines, doubled windows)", "timers");
+  a.timer_report = TimerReport::kWhateverCompleted;
+  d.push_back(a);
+  a = defect("defect-timer-first-no-wait", "the first timer report does not wait (a 0.0 first line)", "timers");
+  a.timer_report = TimerReport::kFirstReportNoWait;
+  d.push_back(a);
+  a = defect("defect-timer-unbounded", "the pending-event bound is 4096, not the specification's 1024", "timers");
+  a.timer_max_pending = 4096;
+  d.push_back(a);
+  // ---- logging_exit ----
+  a = defect("defect-stale-log", "the batched read reports the previous log point's grad norm", "logging_exit");
+  a.hooks.logged_grad_norm = [](double, double previous) { return previous; };
+  d.push_back(a);
+  a = defect("defect-exit-vote-local", "the exit-duration vote is not reduced over the world (one rank leaves)",
+             "watchdog", "tp2sp");
+  a.exit_vote_group = VoteGroup::kThisRankOnly;
+  d.push_back(a);
+  // ---- sync_budget ----
+  a = defect("defect-extra-read", "a hidden extra host read per iteration", "sync_budget");
+  a.hooks.after_training_log = [](Ledger& ledger, const LogInputs& in) { ledger.read(Site::kLossScale, in.loss_scale); };
+  d.push_back(a);
+  a = defect("defect-nan-predicate", "deferred NaN checks bank a predicate per check: more launches than the baseline",
+             "sync_budget");
+  a.nan_bank = NanBank::kPredicate;
+  d.push_back(a);
+  // ---- ledger == CUPTI (GPU only) ----
+  a = defect("defect-hidden-sync", "a device synchronize outside the ledger per iteration (only CUPTI sees it)",
+             "ledger_cupti");
+  a.hooks.after_training_log = [](Ledger&, const LogInputs&) {
+#if LOOPGATE_HAS_CUDA
+    if (run_device().is_cuda()) cuda_device_synchronize();  // what a stray torch.cuda.synchronize() does
+#endif
+  };
+  d.push_back(a);
+  return d;
 }
 
 std::vector<Arm> build_arms() {
@@ -43,25 +148,7 @@ std::vector<Arm> build_arms() {
   one.description = "rerun verdict, update_successful, stat bundle and exit vote in one collective and one read";
   one.one_read = true;
   arms.push_back(one);
-  arms.push_back(defect_arm("defect-nan-after-step", Defect::kNanVerdictAfterStep,
-                            "the NaN verdict is acted on after optimizer.step"));
-  arms.push_back(defect_arm("defect-drop-timer-interval", Defect::kDropTimerInterval,
-                            "one timer interval is never reported"));
-  arms.push_back(defect_arm("defect-lr-on-skip", Defect::kLrOnSkip, "the LR advances on a skipped step"));
-  arms.push_back(defect_arm("defect-extra-read", Defect::kHiddenExtraRead, "a hidden extra host read per iteration"));
-  arms.push_back(defect_arm("defect-numerics", Defect::kPerturbNumerics, "the step uses a learning rate off by 2^-10"));
-  arms.push_back(defect_arm("defect-stale-log", Defect::kBatchedReadStale,
-                            "the batched read reports a stale grad norm"));
-  Arm whatever = defect_arm("defect-timer-whatever-completed", Defect::kNone,
-                            "deferred timers report whatever has completed (0.0 lines, doubled windows)");
-  whatever.timer_report = TimerReport::kWhateverCompleted;
-  arms.push_back(whatever);
-  Arm predicate = defect_arm("defect-nan-predicate", Defect::kNone,
-                             "deferred NaN checks bank a predicate per check: more launches than the baseline");
-  predicate.nan_bank = NanBank::kPredicate;
-  arms.push_back(predicate);
-  arms.push_back(defect_arm("defect-hidden-sync", Defect::kHiddenSync,
-                            "a device synchronize outside the ledger per iteration (only CUPTI sees it)"));
+  for (Arm& d : build_defects()) arms.push_back(std::move(d));
   return arms;
 }
 
@@ -85,18 +172,11 @@ std::vector<std::string> default_candidates() {
   return {"syncfree-1", "syncfree-2", "syncfree-3", "syncfree-4", "syncfree", "onesync"};
 }
 
-const char* defect_name(Defect d) {
-  switch (d) {
-    case Defect::kNone: return "none";
-    case Defect::kNanVerdictAfterStep: return "nan-verdict-after-step";
-    case Defect::kDropTimerInterval: return "drop-timer-interval";
-    case Defect::kLrOnSkip: return "lr-on-skip";
-    case Defect::kHiddenExtraRead: return "hidden-extra-read";
-    case Defect::kPerturbNumerics: return "perturb-numerics";
-    case Defect::kBatchedReadStale: return "batched-read-stale";
-    case Defect::kHiddenSync: return "hidden-sync";
-  }
-  return "?";
+std::vector<const Arm*> planted_defects() {
+  std::vector<const Arm*> out;
+  for (const Arm& a : all_arms())
+    if (!a.rejected_by.empty()) out.push_back(&a);
+  return out;
 }
 
 }  // namespace loopgate

@@ -1,9 +1,12 @@
-// Arms: a loop variant is data — one SyncMode per host-sync site — not a branch in the loop. `baseline` reads
-// every site eagerly (Megatron HEAD); `syncfree-1` … `syncfree-5` apply the seed's five commits cumulatively
-// (Megatron-LM PR #7076; `syncfree` = `syncfree-5`); `onesync` goes beyond the seed: the rerun verdict,
-// update_successful and, at log points, the stat bundle and exit vote ride one collective and one read per
-// iteration. `defect-*` arms plant a known bug so each gate can be shown to reject it.
+// Arms: a loop variant is data — one SyncMode per host-sync site plus a few named policies — not a branch in the
+// loop. `baseline` reads every site eagerly (Megatron HEAD); `syncfree-1` … `syncfree-5` apply the seed's five
+// commits cumulatively (Megatron-LM PR #7076; `syncfree` = `syncfree-5`); `onesync` goes beyond the seed: the
+// rerun verdict, update_successful and, at log points, the stat bundle and exit vote ride one collective and one
+// read per iteration. Planted defects (`defect-*`) are arms that set one policy wrongly or carry one small
+// injected function (ArmHooks): the loop calls policies and hooks, never asks whether an arm is a defect.
 #pragma once
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,23 +14,28 @@
 
 namespace loopgate {
 
+class Ledger;
+struct LogInputs;
+
 enum class SyncMode { kEager, kDeferred };
 
-// Planted defects (gate power). Each is caught by the gate named beside it.
-enum class Defect {
-  kNone,
-  kNanVerdictAfterStep,  // nan_detection: the fault verdict is acted on after optimizer.step
-  kDropTimerInterval,    // timers: one reported interval is lost
-  kLrOnSkip,             // lr_schedule: the scheduler advances on a skipped step
-  kHiddenExtraRead,      // sync_budget: one more host read per iteration
-  kPerturbNumerics,      // equivalence: the step uses a learning rate off by 2^-10
-  kBatchedReadStale,     // logging_exit: the batched read reports the previous log point's grad norm
-  kHiddenSync,           // ledger == CUPTI (GPU): a device synchronize the ledger never sees (no-op on CPU)
-};
-
 // How a deferred NaN check banks its verdict: one copy of the checked value (the default), or the seed's first
-// form — a predicate OR-ed into a flag, several kernels per check (the policy of a planted-defect arm).
+// form — a predicate OR-ed into a flag, several kernels per check.
 enum class NanBank { kValue, kPredicate };
+
+// Over which ranks a decision is agreed. Megatron: the whole world (every rank takes the same decision).
+enum class VoteGroup { kWorld, kThisRankOnly };
+
+// Small injected functions at the points where a loop change could go wrong; empty = Megatron's behaviour.
+struct ArmHooks {
+  std::function<double(double lr)> step_lr;  // the learning rate optimizer.step uses (given the scheduler's)
+  // The grad norm a log point reports, given this log point's and the previous log point's.
+  std::function<double(double now, double previous)> logged_grad_norm;
+  // Intervals a timer report is about to publish (this log point's, or the drain's), in order; may edit them.
+  std::function<void(std::vector<TimerInterval>& reported)> timer_report;
+  // Extra work after training_log each iteration (e.g. a read the arm's budget does not allow).
+  std::function<void(Ledger& ledger, const LogInputs& in)> after_training_log;
+};
 
 struct Arm {
   std::string name;
@@ -38,17 +46,27 @@ struct Arm {
   SyncMode timers = SyncMode::kEager;          // commit 4: device-event timers, no per-call barrier
   SyncMode exit_vote = SyncMode::kEager;       // commit 5: exit vote rides the batched read
   bool one_read = false;                       // onesync
+  // ---- policies: Megatron's behaviour by default ----
   TimerReport timer_report = TimerReport::kLaggedOneWindow;  // deferred timers: how a log point reports
-  NanBank nan_bank = NanBank::kValue;          // deferred NaN checks: how a verdict is banked on the device
-  Defect defect = Defect::kNone;
+  size_t timer_max_pending = EventTimer::kMaxPendingEvents;  // deferred timers: events pending before a wait
+  NanBank nan_bank = NanBank::kValue;
+  bool verdict_after_step = false;   // act on the rerun decision after optimizer.step (Megatron: before)
+  bool lr_advances_on_skip = false;  // the scheduler steps on a skipped iteration (Megatron: success only)
+  VoteGroup rerun_vote = VoteGroup::kWorld;  // _reduce_any over the world
+  VoteGroup exit_vote_group = VoteGroup::kWorld;  // the --exit-duration-in-mins vote over the world
+  ArmHooks hooks;
+  // ---- planted defects only ----
+  std::string rejected_by;  // the gate that must reject it (`loopgate selftest`); "" for a real arm
+  std::string fixture;      // the smallest fixture that shows the defect ("" = single)
 };
 
-// Every registered arm: baseline, syncfree-1..5, syncfree, onesync, then the defect arms.
+// Every registered arm: baseline, syncfree-1..5, syncfree, onesync, then the planted defects.
 const std::vector<Arm>& all_arms();
 // InputError naming the unknown arm and listing the known ones.
 const Arm& find_arm(const std::string& name);
 // The candidates a gate compares with baseline by default: syncfree-1..5, syncfree, onesync.
 std::vector<std::string> default_candidates();
-const char* defect_name(Defect d);
+// The planted defects, in catalogue order.
+std::vector<const Arm*> planted_defects();
 
 }  // namespace loopgate

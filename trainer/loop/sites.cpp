@@ -100,7 +100,7 @@ Sites::Sites(const Arm& arm, const RunConfig& config, Ledger& ledger, ProcessGro
   timer_events_ = device_events_ ? device_events_.get() : events_.get();
   auto make = [&](const std::string& name) -> std::unique_ptr<Timer> {
     if (arm_.timers == SyncMode::kDeferred)
-      return std::make_unique<EventTimer>(name, timer_events_, EventTimer::kMaxPendingEvents, arm_.timer_report);
+      return std::make_unique<EventTimer>(name, timer_events_, arm_.timer_max_pending, arm_.timer_report);
     return std::make_unique<HostTimer>(name, &clock_, groups_.world.get(), [this] {
       ledger_.record_sync(Site::kTimers);
 #if LOOPGATE_HAS_CUDA
@@ -162,7 +162,7 @@ Decision Sites::rerun_decision(RerunStateMachine& rerun) {
   } else {
     vote = rerun.decision_tensor().to(at::kFloat);  // banked verdicts ride the same all-reduce (a new tensor)
   }
-  groups_.world->all_reduce(vote, ReduceOp::kSum);
+  if (arm_.rerun_vote == VoteGroup::kWorld) groups_.world->all_reduce(vote, ReduceOp::kSum);  // _reduce_any
   return rerun.decide(read_scalar(Site::kRerunDecision, vote));
 }
 
@@ -237,12 +237,14 @@ void Sites::add_timer_values(Bundle& b, int64_t iteration) {
   std::vector<std::pair<std::string, Timer*>> order = {{kIntervalTimer, timers_.at(kIntervalTimer).get()}};
   for (auto& [name, timer] : timers_)
     if (name != kIntervalTimer) order.emplace_back(name, timer.get());
+  std::vector<TimerInterval> now;
   for (auto& [name, timer] : order) {
     double v = timer->elapsed(reset, /*barrier=*/false);
     b.add_host("timer:" + name + ":max", v);
     b.add_host("timer:" + name + ":negmin", -v);
-    for (TimerInterval& t : timer->take_reported()) reported_.push_back(t);
+    for (TimerInterval& t : timer->take_reported()) now.push_back(t);
   }
+  publish_timer_report(now);
   closed_windows_.push_back({window_start_, iteration});
   window_start_ = iteration + 1;
   if (arm_.timer_report == TimerReport::kWhateverCompleted) {
@@ -266,11 +268,13 @@ std::map<std::string, double> Sites::timer_values_eager(int64_t iteration) {
   const bool reset = iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
   std::vector<std::string> names;
   std::vector<double> values;
+  std::vector<TimerInterval> now;
   for (auto& [name, timer] : timers_) {
     names.push_back(name);
     values.push_back(timer->elapsed(reset, /*barrier=*/name == kIntervalTimer));
-    for (TimerInterval& t : timer->take_reported()) reported_.push_back(t);
+    for (TimerInterval& t : timer->take_reported()) now.push_back(t);
   }
+  publish_timer_report(now);
   at::Tensor local = at::empty({1, static_cast<int64_t>(values.size())}, f64());
   for (size_t i = 0; i < values.size(); ++i) local[0][i].fill_(values[i]);
   std::vector<double> all = ledger_.read(Site::kTimers, groups_.world->all_gather(local));
@@ -293,10 +297,18 @@ std::map<std::string, double> Sites::timer_values_eager(int64_t iteration) {
   return out;
 }
 
+// What a log point (or the drain) reports joins the run's stream, through the arm's report hook if it has one.
+void Sites::publish_timer_report(std::vector<TimerInterval>& now) {
+  if (arm_.hooks.timer_report) arm_.hooks.timer_report(now);
+  reported_.insert(reported_.end(), now.begin(), now.end());
+}
+
 TimerSummary Sites::finish() {
+  std::vector<TimerInterval> drained;
   for (auto& [name, timer] : timers_) {
-    for (TimerInterval& t : timer->drain()) reported_.push_back(t);
+    for (TimerInterval& t : timer->drain()) drained.push_back(t);
   }
+  publish_timer_report(drained);
   TimerSummary out;
   for (const TimerInterval& t : reported_)
     if (t.name == kIntervalTimer) out.interval_total += t.seconds;
@@ -308,7 +320,6 @@ TimerSummary Sites::finish() {
     if (auto* ev = dynamic_cast<EventTimer*>(timer.get()))
       out.max_pending_events = std::max(out.max_pending_events, static_cast<int64_t>(ev->max_pending_seen()));
   if (lag_) out.event_lags = lag_->lags();
-  if (arm_.defect == Defect::kDropTimerInterval && reported_.size() > 2) reported_.erase(reported_.begin() + 1);
   out.intervals = reported_;
   return out;
 }
@@ -332,7 +343,7 @@ bool Sites::exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) 
   if (config_.exit_duration_in_mins <= 0) return false;
   if (arm_.exit_vote == SyncMode::kDeferred) return log_point && log.exit_vote;
   at::Tensor done = ledger_.device_scalar(Site::kExitVote, exit_flag_local(iteration) ? 1.0 : 0.0, f32());
-  groups_.world->all_reduce(done, ReduceOp::kMax);
+  if (arm_.exit_vote_group == VoteGroup::kWorld) groups_.world->all_reduce(done, ReduceOp::kMax);
   return read_scalar(Site::kExitVote, done) != 0.0;
 }
 
@@ -409,8 +420,13 @@ LogOutputs Sites::training_log(const LogInputs& in) {
     // The LR rides the read as the same float32 that reduce_max_stat would have made of it.
     if (!eager_scalars) bundle.add_host("lr", static_cast<float>(lr));
     if (arm_.timers == SyncMode::kDeferred) add_timer_values(bundle, in.iteration);
-    if (arm_.exit_vote == SyncMode::kDeferred && config_.exit_duration_in_mins > 0)
-      bundle.add_host("exit", exit_flag_local(in.iteration) ? 1.0 : 0.0);
+    if (arm_.exit_vote == SyncMode::kDeferred && config_.exit_duration_in_mins > 0) {
+      if (arm_.exit_vote_group == VoteGroup::kWorld) {
+        bundle.add_host("exit", exit_flag_local(in.iteration) ? 1.0 : 0.0);  // MAX over the world in the read
+      } else {
+        out.exit_vote = exit_flag_local(in.iteration);  // this rank's own clock only
+      }
+    }
     if (!bundle.empty()) v = bundle.resolve(ledger_, Site::kBatchedLogRead, *groups_.world);
     if (!eager_stats) {
       grad_norm = v["grad_norm"];
@@ -421,7 +437,9 @@ LogOutputs Sites::training_log(const LogInputs& in) {
         nan_ += static_cast<int64_t>(v["nan_count"]);
         nan_count_.zero_();
       }
-      if (arm_.defect == Defect::kBatchedReadStale) std::swap(grad_norm, last_grad_norm_);
+      const double this_log_point = grad_norm;
+      if (arm_.hooks.logged_grad_norm) grad_norm = arm_.hooks.logged_grad_norm(this_log_point, last_grad_norm_);
+      last_grad_norm_ = this_log_point;
     }
     if (!eager_scalars) lr = v["lr"];
   }

@@ -121,6 +121,7 @@ class Sites {
   double reduce_max_stat_eager(Site site, const at::Tensor& stat);  // read + H2D + MAX over mp + 2 reads
   double reduce_max_stat_host(Site site, double local);
   void add_timer_values(Bundle& b, int64_t iteration);
+  void publish_timer_report(std::vector<TimerInterval>& now);
   std::map<std::string, double> timer_values_eager(int64_t iteration);
 
   const Arm& arm_;

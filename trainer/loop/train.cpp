@@ -132,13 +132,6 @@ struct StepOutcome {
 
 LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point);
 
-// The planted defect-hidden-sync: what a stray torch.cuda.synchronize() does, invisible to the ledger.
-void unledgered_device_sync() {
-#if LOOPGATE_HAS_CUDA
-  if (run_device().is_cuda()) cuda_device_synchronize();
-#endif
-}
-
 // Thrown out of train_step when a probed region could not be captured on some rank: the run stops there.
 struct CaptureStopped {};
 
@@ -192,8 +185,8 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   L.sites.timer_stop("forward-backward");
 
   // The rerun decision (should_run_forward_backward at loop exit) comes before optimizer.step. onesync keeps
-  // it on device and masks the step with it; the planted defect reads it only after the step.
-  const bool act_after_step = L.arm.defect == Defect::kNanVerdictAfterStep;
+  // it on device and masks the step with it; an arm whose policy says so acts on it only after the step.
+  const bool act_after_step = L.arm.verdict_after_step;
   at::Tensor veto;
   if (L.arm.one_read) {
     veto = L.sites.one_read_vote(L.rerun, log_point, iteration + 1);
@@ -212,7 +205,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   if (!out.skipped) {
     std::vector<at::Tensor> grads = main_grads(L);
     double lr = L.scheduler->get_lr();
-    if (L.arm.defect == Defect::kPerturbNumerics) lr *= 1.0 + std::ldexp(1.0, -10);  // planted defect
+    if (L.arm.hooks.step_lr) lr = L.arm.hooks.step_lr(lr);
     region(L, iteration, "optimizer", [&] {
       out.step = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
                                 L.scheduler->get_wd(), veto.defined() ? &veto : nullptr);
@@ -252,7 +245,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     update_successful = L.sites.update_successful(out.step.update_successful, L.scaler != nullptr);
   }
   out.skipped = !update_successful;
-  if (update_successful || L.arm.defect == Defect::kLrOnSkip) {
+  if (update_successful || L.arm.lr_advances_on_skip) {
     L.scheduler->step(int64_t{L.num_micro} * L.cfg.data.micro_batch * L.layout.dp());
   }
   return out;
@@ -343,8 +336,7 @@ void run_iterations(Loop& L, const RunConfig& cfg, const Arm& arm, int world_ran
       in.pre_read = arm.one_read ? &step.one_read : nullptr;
       log = L.sites.training_log(in);
     });
-    if (arm.defect == Defect::kHiddenExtraRead) L.ledger.read(Site::kLossScale, in.loss_scale);
-    if (arm.defect == Defect::kHiddenSync) unledgered_device_sync();
+    if (arm.hooks.after_training_log) arm.hooks.after_training_log(L.ledger, in);
     rec.exit_decision = L.sites.exit_vote(done, log_point, log);
 
     record_iteration(L, rec, step, log, log_point);
