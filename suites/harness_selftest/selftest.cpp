@@ -1,11 +1,15 @@
 // Self-tests of the MPI gtest harness. Only SelfTest.Passes should pass; the others are registered in CTest
-// as expected failures whose output must name the failing rank or carry the watchdog's line.
+// as expected failures whose output must name the failing rank or carry the watchdog's line, that end within
+// their limit, and that leave no process behind (suites/harness_selftest/expect_failure.sh).
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdlib>
 #include <thread>
 
 #include "trainer/common/error.h"
+#include "trainer/parallel/comm_mpi.h"
 
 namespace {
 int world_rank() {
@@ -36,4 +40,53 @@ TEST(SelfTest, HangsOnRankThree) {
 TEST(SelfTest, ThrowsOnRankOne) {
   if (world_rank() == 1) throw loopgate::Error("planted exception on rank 1");
   MPI_Barrier(MPI_COMM_WORLD);  // rank 1 never arrives: the harness must abort rather than hang
+}
+
+// ---- the hangs a loop change can cause (issue 15): each must fail within the progress limit, name the rank ----
+
+namespace {
+// A collective on the loop's own Comm (progress is counted there, as in a real run), over the world.
+loopgate::CommPtr world_comm() {
+  static loopgate::CommPtr c = loopgate::make_mpi_comm(MPI_COMM_WORLD);
+  return c;
+}
+void loop_all_reduce(int64_t n) {
+  at::Tensor t = at::ones({n});
+  world_comm()->all_reduce(t);
+}
+}  // namespace
+
+// Rank 1 skips a collective the others make, then waits in the next one: no rank progresses.
+TEST(SelfTest, SkipsACollectiveOnRankOne) {
+  loopgate::set_current_scenario("selftest-skip arm planted");
+  loopgate::set_current_site("selftest-skip");
+  if (world_rank() != 1) loop_all_reduce(4);
+  world_comm()->barrier();
+  loop_all_reduce(4);
+}
+
+// Rank 1 leaves the job mid-test; the others wait for it in a collective.
+TEST(SelfTest, ExitsEarlyOnRankOne) {
+  loopgate::set_current_site("selftest-exit");
+  if (world_rank() == 1) std::_Exit(0);
+  loop_all_reduce(4);
+}
+
+// Ranks issue the same collective with different sizes.
+TEST(SelfTest, MismatchedCollectiveSizes) {
+  loopgate::set_current_site("selftest-sizes");
+  loop_all_reduce(world_rank() == 1 ? 1024 : 4);
+  loop_all_reduce(4);
+}
+
+// Ranks issue two collectives in different orders.
+TEST(SelfTest, MismatchedCollectiveOrder) {
+  loopgate::set_current_site("selftest-order");
+  if (world_rank() == 1) {
+    world_comm()->barrier();
+    loop_all_reduce(4);
+  } else {
+    loop_all_reduce(4);
+    world_comm()->barrier();
+  }
 }

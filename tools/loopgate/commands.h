@@ -28,6 +28,7 @@ struct GateOptions {
   std::string suites_exe;             // the gate suites executable (default: beside this binary)
   std::string mpiexec = "mpiexec";
   int jobs = 1;  // fixtures of <= 2 ranks run this many at a time
+  double progress_timeout = 60;  // a test whose rank makes no progress this long fails; the fixture relaunches
 };
 int cmd_gate(const GateOptions& options);
 

@@ -50,69 +50,126 @@ std::string gtest_filter(const std::vector<std::string>& wanted) {
   return join(parts, ":");
 }
 
-// Reads GoogleTest's JSON report into verdicts. Candidate-arm tests carry their arm in value_param; the
-// GatePower tests are reported under the arm "(planted defect)".
-std::vector<Verdict> read_verdicts(const std::string& fixture, const std::string& path) {
-  std::vector<Verdict> out;
-  std::ifstream in(path);
-  if (!in) return out;
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return out;
-  for (const auto& suite : j.value("testsuites", nlohmann::json::array())) {
-    for (const auto& t : suite.value("testsuite", nlohmann::json::array())) {
-      Verdict v;
-      v.fixture = fixture;
-      std::string cls = t.value("classname", "");
-      std::string name = t.value("name", "");
-      v.test = cls + "." + name;
-      if (cls.rfind("Arms/", 0) == 0) cls = cls.substr(5);
-      v.check = cls == "GatePower" ? check_of_suite(name) : check_of_suite(cls);
-      if (v.check.empty() && !t.contains("failures")) continue;  // not a gate test
-      if (v.check.empty()) v.check = "other";                     // a failing non-gate test still fails the job
-      if (t.contains("value_param")) {
-        v.arm = t["value_param"].get<std::string>();
-        if (v.arm.size() >= 2 && v.arm.front() == '"') v.arm = v.arm.substr(1, v.arm.size() - 2);
-      } else {
-        v.arm = cls == "GatePower" ? kPlantedDefect : kAllArms;
-      }
-      if (t.value("result", "") == "SKIPPED" || t.value("status", "") == "NOTRUN") continue;
-      v.passed = !t.contains("failures");
-      if (!v.passed) v.message = t["failures"][0].value("failure", "");
-      out.push_back(v);
-    }
+// One verdict from a test's identity (suite, name, value_param as GoogleTest prints them). Candidate-arm tests
+// carry their arm in value_param; the GatePower tests are reported under the arm "(planted defect)". An empty
+// check: not a gate test.
+Verdict make_verdict(const std::string& fixture, std::string suite, const std::string& name,
+                     const std::string& value_param) {
+  Verdict v;
+  v.fixture = fixture;
+  v.test = suite + "." + name;
+  if (suite.rfind("Arms/", 0) == 0) suite = suite.substr(5);
+  v.check = suite == "GatePower" ? check_of_suite(name) : check_of_suite(suite);
+  if (!value_param.empty()) {
+    v.arm = value_param;
+    if (v.arm.size() >= 2 && v.arm.front() == '"') v.arm = v.arm.substr(1, v.arm.size() - 2);
+  } else {
+    v.arm = suite == "GatePower" ? kPlantedDefect : kAllArms;
   }
+  return v;
+}
+
+// What one launch's progress file says: the verdict of every test that ended, and the test it was in when it
+// was aborted ("" when none).
+struct LaunchOutcome {
+  std::vector<Verdict> verdicts;
+  std::vector<std::string> seen;  // full names of every test that started
+  std::string aborted_in;         // full name
+  std::string aborted_suite, aborted_name, aborted_param;
+};
+
+LaunchOutcome read_progress(const std::string& fixture, const std::string& path) {
+  LaunchOutcome out;
+  std::ifstream in(path);
+  std::string line, open;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) continue;  // a line cut by the abort
+    const std::string full = j.value("suite", "") + "." + j.value("name", "");
+    if (j.value("event", "") == "start") {
+      open = full;
+      out.seen.push_back(full);
+      out.aborted_suite = j.value("suite", "");
+      out.aborted_name = j.value("name", "");
+      out.aborted_param = j.value("value_param", "");
+      continue;
+    }
+    open.clear();
+    Verdict v = make_verdict(fixture, j.value("suite", ""), j.value("name", ""), j.value("value_param", ""));
+    const bool passed = j.value("passed", false);
+    if (v.check.empty() && passed) continue;  // not a gate test
+    if (v.check.empty()) v.check = "other";    // a failing non-gate test still fails the job
+    if (j.value("skipped", false)) continue;
+    v.passed = passed;
+    v.message = j.value("message", "");
+    out.verdicts.push_back(v);
+  }
+  out.aborted_in = open;
   return out;
 }
 
-// One fixture's launch of the suites, running in the background; its log is echoed as it grows.
+// The lines of a launch's log that say why it was aborted (the watchdog's, a throw, MPI's).
+std::string abort_lines(const std::string& log_path) {
+  std::ifstream in(log_path);
+  std::string line, out;
+  int n = 0;
+  while (std::getline(in, line) && n < 12)
+    if (line.find("loopgate watchdog:") != std::string::npos || line.rfind("loopgate: rank", 0) == 0 ||
+        line.find("MPI_ABORT") != std::string::npos || line.find("exited due to process rank") != std::string::npos) {
+      out += line + "\n";
+      ++n;
+    }
+  return out.empty() ? "aborted (see " + log_path + ")" : out;
+}
+
+// One fixture's launch of the suites, running in the background; its log is echoed as it grows. A launch that
+// is aborted inside a test (a hang the watchdog breaks, a throw, an MPI error) is relaunched for the tests it
+// did not reach, so one broken test costs its own verdict, not the fixture's.
 struct Launch {
   FixtureRun r;
-  std::string json, trace_dir;
+  const GateOptions* o = nullptr;
+  std::string dir, trace_dir, progress, attempt_log;
+  std::vector<std::string> excluded;  // tests earlier attempts started (finished or aborted in)
   std::chrono::steady_clock::time_point start;
   std::ifstream log;
   std::string pending;
   size_t index = 0;
 };
 
+void start_attempt(Launch& l) {
+  const GateOptions& o = *l.o;
+  const int attempt = l.r.launches++;
+  l.attempt_log = attempt == 0 ? l.r.log_path : fmt::format("{}/{}.relaunch{}.log", l.dir, l.r.fixture, attempt);
+  l.progress = fmt::format("{}/{}.progress{}.jsonl", l.dir, l.r.fixture, attempt);
+  std::string filter = gtest_filter(o.checks);
+  if (!l.excluded.empty()) filter += "-" + join(l.excluded, ":");
+  std::string cmd = fmt::format("{} -n {} {} --lg_fixture={}", o.mpiexec, l.r.np, o.suites_exe, l.r.fixture);
+  if (!o.arms.empty()) cmd += " --lg_arms=" + join(o.arms, ",");
+  if (o.iters > 0) cmd += fmt::format(" --lg_iters={}", o.iters);
+  cmd += fmt::format(" --lg_trace_dir={} --lg_progress_file={} --lg_timeout={} --lg_progress_timeout={} "
+                     "'--gtest_filter={}' > {} 2>&1",
+                     l.trace_dir, l.progress, l.r.np > 8 ? 1200 : 300, o.progress_timeout, filter, l.attempt_log);
+  std::string bg = "(" + cmd + "; echo $? > " + l.attempt_log + ".rc) &";
+  if (std::system(bg.c_str()) != 0) throw Error("could not launch: " + cmd);
+  l.log.close();
+  l.log.clear();
+  l.pending.clear();
+}
+
 std::unique_ptr<Launch> launch_fixture(const GateOptions& o, const Fixture& f, const std::string& dir, size_t index,
                                        size_t total) {
   auto l = std::make_unique<Launch>();
+  l->o = &o;
+  l->dir = dir;
   l->index = index;
   l->r.fixture = f.name;
   l->r.np = f.world;
   l->r.log_path = fmt::format("{}/{}.log", dir, f.name);
-  l->json = fmt::format("{}/{}.json", dir, f.name);
-  std::string cmd = fmt::format("{} -n {} {} --lg_fixture={}", o.mpiexec, f.world, o.suites_exe, f.name);
-  if (!o.arms.empty()) cmd += " --lg_arms=" + join(o.arms, ",");
-  if (o.iters > 0) cmd += fmt::format(" --lg_iters={}", o.iters);
   l->trace_dir = fmt::format("{}/{}", dir, f.name);
-  cmd += fmt::format(" --lg_trace_dir={} --lg_timeout={} '--gtest_filter={}' --gtest_output=json:{} > {} 2>&1",
-                     l->trace_dir, f.world > 8 ? 1200 : 300, gtest_filter(o.checks), l->json, l->r.log_path);
   std::printf("[%zu/%zu] %-10s np %-3d launching the gate suites\n", index + 1, total, f.name.c_str(), f.world);
   std::fflush(stdout);
   l->start = std::chrono::steady_clock::now();
-  std::string bg = "(" + cmd + "; echo $? > " + l->r.log_path + ".rc) &";
-  if (std::system(bg.c_str()) != 0) throw Error("could not launch: " + cmd);
+  start_attempt(*l);
   return l;
 }
 
@@ -126,10 +183,11 @@ void note_trace(const std::string& line, const std::string& trace_dir, std::vect
   if (access(t.path.c_str(), R_OK) == 0) traces->push_back(t);
 }
 
-// Echoes the scenario lines written since the last poll; true once the launch has finished (verdicts read).
+// Echoes the scenario lines written since the last poll; true once the launch has finished (verdicts read),
+// relaunching first for the tests an aborted attempt did not reach.
 bool poll_launch(Launch& l) {
-  bool done = access((l.r.log_path + ".rc").c_str(), F_OK) == 0;
-  if (!l.log.is_open()) l.log.open(l.r.log_path);
+  bool done = access((l.attempt_log + ".rc").c_str(), F_OK) == 0;
+  if (!l.log.is_open()) l.log.open(l.attempt_log);
   std::string line;
   while (l.log.is_open() && std::getline(l.log, line)) {
     if (l.log.eof()) {  // partial line: keep for the next poll
@@ -146,10 +204,28 @@ bool poll_launch(Launch& l) {
   if (l.log.is_open()) l.log.clear();
   std::fflush(stdout);
   if (!done) return false;
-  std::ifstream rc(l.r.log_path + ".rc");
-  rc >> l.r.exit_code;
+  int rc = 0;
+  std::ifstream(l.attempt_log + ".rc") >> rc;
+  LaunchOutcome out = read_progress(l.r.fixture, l.progress);
+  l.r.verdicts.insert(l.r.verdicts.end(), out.verdicts.begin(), out.verdicts.end());
+  l.r.exit_code = l.r.aborted.empty() ? rc : std::max(rc, 1);
+  if (rc != 0 && !out.aborted_in.empty()) {
+    // The attempt died inside a test: that test fails with the abort's own lines; the rest run again.
+    Verdict v = make_verdict(l.r.fixture, out.aborted_suite, out.aborted_name, out.aborted_param);
+    if (v.check.empty()) v.check = "other";
+    v.passed = false;
+    v.message = "the launch was aborted in this test:\n" + abort_lines(l.attempt_log);
+    l.r.verdicts.push_back(v);
+    l.r.aborted.push_back(out.aborted_in);
+    l.r.exit_code = rc;
+    l.excluded.insert(l.excluded.end(), out.seen.begin(), out.seen.end());
+    std::printf("      %-10s aborted in %s (exit %d): relaunching for the tests not yet run\n", l.r.fixture.c_str(),
+                out.aborted_in.c_str(), rc);
+    std::fflush(stdout);
+    start_attempt(l);
+    return false;
+  }
   l.r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - l.start).count();
-  l.r.verdicts = read_verdicts(l.r.fixture, l.json);
   return true;
 }
 
@@ -275,6 +351,7 @@ int cmd_gate(const GateOptions& o_in) {
   }
   LG_INPUT_CHECK(o.iters >= 0, "--iters must be >= 1 (got {})", o.iters);
   LG_INPUT_CHECK(o.jobs >= 1, "--jobs must be >= 1 (got {})", o.jobs);
+  LG_INPUT_CHECK(o.progress_timeout > 0, "--progress-timeout must be > 0 seconds (got {})", o.progress_timeout);
   struct stat st;
   LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0, "gate suites executable not found at {} (build it: cmake --build --preset cpu)",
                  o.suites_exe);

@@ -176,6 +176,9 @@ int main(int argc, char** argv) {
   gate->add_option("--junit", go.junit_path, "write the verdicts as JUnit XML");
   gate->add_option("--suites-exe", go.suites_exe, "the gate suites executable");
   gate->add_option("--mpiexec", go.mpiexec, "the MPI launcher");
+  gate->add_option("--progress-timeout", go.progress_timeout,
+                   "seconds a test may go without progress on a rank before it fails and the fixture relaunches "
+                   "for the tests not yet run (default 60)");
   gate->add_option("--jobs", go.jobs, "fixtures of at most 2 ranks run this many at a time (default 1: on 2 cores, two jobs' waiting ranks spin against each other)");
 
   GoldenOptions gd;

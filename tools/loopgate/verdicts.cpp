@@ -102,7 +102,8 @@ nlohmann::json gate_to_json(const GateSummary& g) {
   j["fixtures"] = nlohmann::json::array();
   for (const FixtureRun& r : g.runs) {
     nlohmann::json f = {{"fixture", r.fixture}, {"np", r.np},   {"exit_code", r.exit_code}, {"seconds", r.seconds},
-                        {"log", r.log_path},    {"verdicts", nlohmann::json::array()}, {"traces", nlohmann::json::array()}};
+                        {"log", r.log_path},    {"verdicts", nlohmann::json::array()}, {"traces", nlohmann::json::array()},
+                        {"launches", r.launches}, {"aborted", r.aborted}};
     for (const Verdict& v : r.verdicts)
       f["verdicts"].push_back({{"check", v.check}, {"arm", v.arm}, {"test", v.test}, {"passed", v.passed},
                                {"message", v.message}});

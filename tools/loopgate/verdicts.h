@@ -31,9 +31,11 @@ struct TraceFile {
 struct FixtureRun {
   std::string fixture;
   int np = 0;
-  int exit_code = 0;
+  int exit_code = 0;  // of the last launch; non-zero also when an earlier launch of the fixture was aborted
   double seconds = 0;
   std::string log_path;
+  int launches = 0;                 // 1, plus one relaunch per test a launch was aborted in
+  std::vector<std::string> aborted;  // tests a launch was aborted in (hang, throw, MPI error), in order
   std::vector<Verdict> verdicts;
   std::vector<TraceFile> traces;
 };

@@ -4,6 +4,7 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -29,6 +30,19 @@ void set_current_site(const char* site);
 // counter reads it (with current_site) to attribute each driver call on the calling thread.
 long long current_iteration();
 void set_current_iteration(long long iteration);
+
+// Progress: a counter every site change, iteration and collective bumps. The progress watchdog fails a scenario
+// whose rank stops moving (a rank stuck in a collective its peers never join makes none).
+void note_progress();
+unsigned long long progress_count();
+// The scenario in progress ("" outside one), for the watchdog's line: "KEY arm ARM".
+void set_current_scenario(const std::string& scenario);
+std::string current_scenario();
+// Run by the watchdog before it aborts the job: a backend that can hang outside MPI registers how to break out
+// (NCCL: ncclCommAbort of its communicators). Hooks must be safe to call from another thread.
+int add_abort_hook(std::function<void()> hook);  // returns an id for remove_abort_hook
+void remove_abort_hook(int id);
+void run_abort_hooks();
 
 // Names the site (or loop phase) of the work done in this scope — CUPTI, the operator counter and the watchdog
 // attribute to it — and gives the previous name back at scope exit. `site` must have static storage.

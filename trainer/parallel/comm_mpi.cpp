@@ -12,6 +12,10 @@
 namespace loopgate {
 
 MpiGroup::MpiGroup(MPI_Comm c, bool o) : comm(c), own(o) {
+  // An MPI error (a collective whose sizes differ between ranks: MPI_ERR_TRUNCATE) comes back as a return code,
+  // so LG_MPI_CHECK throws a loopgate::Error naming this rank and the call, instead of MPI's fatal handler
+  // aborting with a process id nobody can map to a rank.
+  LG_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
   LG_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   LG_MPI_CHECK(MPI_Comm_size(comm, &size));
   // Map group ranks to world ranks once (for messages and tests).
@@ -71,6 +75,7 @@ class MpiComm final : public Comm {
   void all_reduce(at::Tensor& t, ReduceOp op) override {
     check_tensor(t, "all_reduce");
     ++calls_;
+    note_progress();
     if (g_.size == 1) return;
     bool ordered = op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point();
     if (ordered) {
@@ -87,6 +92,7 @@ class MpiComm final : public Comm {
   at::Tensor all_gather(const at::Tensor& t) override {
     check_tensor(t, "all_gather");
     ++calls_;
+    note_progress();
     return gather_raw(t);
   }
 
@@ -95,6 +101,7 @@ class MpiComm final : public Comm {
     LG_CHECK(t.dim() >= 1 && t.size(0) % g_.size == 0, "reduce_scatter: dim 0 ({}) not divisible by group size {}",
              t.dim() ? t.size(0) : 0, g_.size);
     ++calls_;
+    note_progress();
     if (g_.size == 1) return t.clone();
     int64_t chunk = t.size(0) / g_.size;
     bool ordered = op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point();
@@ -111,6 +118,7 @@ class MpiComm final : public Comm {
   void broadcast(at::Tensor& t, int root) override {
     check_tensor(t, "broadcast");
     ++calls_;
+    note_progress();
     if (g_.size == 1) return;
     LG_MPI_CHECK(MPI_Bcast(t.data_ptr(), byte_count(t), MPI_BYTE, root, g_.comm));
   }
@@ -118,12 +126,14 @@ class MpiComm final : public Comm {
   void send(const at::Tensor& t, int peer) override {
     check_tensor(t, "send");
     ++calls_;
+    note_progress();
     LG_MPI_CHECK(MPI_Send(t.data_ptr(), byte_count(t), MPI_BYTE, peer, kTag, g_.comm));
   }
 
   void recv(at::Tensor& t, int peer) override {
     check_tensor(t, "recv");
     ++calls_;
+    note_progress();
     LG_MPI_CHECK(MPI_Recv(t.data_ptr(), byte_count(t), MPI_BYTE, peer, kTag, g_.comm, MPI_STATUS_IGNORE));
   }
 
@@ -131,12 +141,14 @@ class MpiComm final : public Comm {
     check_tensor(s, "send_recv");
     check_tensor(r, "send_recv");
     ++calls_;
+    note_progress();
     LG_MPI_CHECK(MPI_Sendrecv(s.data_ptr(), byte_count(s), MPI_BYTE, send_peer, kTag, r.data_ptr(), byte_count(r),
                               MPI_BYTE, recv_peer, kTag, g_.comm, MPI_STATUS_IGNORE));
   }
 
   void barrier() override {
     ++calls_;
+    note_progress();
     LG_MPI_CHECK(MPI_Barrier(g_.comm));
   }
 

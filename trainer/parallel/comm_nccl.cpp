@@ -69,8 +69,12 @@ class NcclComm final : public Comm {
     if (g_.rank == 0) LG_NCCL_CHECK(ncclGetUniqueId(&id));
     LG_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, g_.comm));
     LG_NCCL_CHECK(ncclCommInitRank(&nccl_, g_.size, id, g_.rank));
+    // A hang in NCCL never returns to the host: the progress watchdog aborts the communicator (its kernels end,
+    // the stuck synchronize returns) before it aborts the job, so no rank is left spinning on the GPU.
+    abort_hook_ = add_abort_hook([comm = nccl_] { ncclCommAbort(comm); });
   }
   ~NcclComm() override {
+    remove_abort_hook(abort_hook_);
     if (nccl_) ncclCommDestroy(nccl_);  // before g_ frees the MPI communicator
   }
 
@@ -83,6 +87,7 @@ class NcclComm final : public Comm {
   void all_reduce(at::Tensor& t, ReduceOp op) override {
     check_tensor(t, "all_reduce");
     ++calls_;
+    note_progress();
     if (g_.size == 1) return;
     if (op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point()) {
       t.copy_(ordered_sum(t));
@@ -97,6 +102,7 @@ class NcclComm final : public Comm {
   at::Tensor all_gather(const at::Tensor& t) override {
     check_tensor(t, "all_gather");
     ++calls_;
+    note_progress();
     return gather_raw(t);
   }
 
@@ -105,6 +111,7 @@ class NcclComm final : public Comm {
     LG_CHECK(t.dim() >= 1 && t.size(0) % g_.size == 0, "reduce_scatter: dim 0 ({}) not divisible by group size {}",
              t.dim() ? t.size(0) : 0, g_.size);
     ++calls_;
+    note_progress();
     if (g_.size == 1) return t.clone();
     const int64_t chunk = t.size(0) / g_.size;
     if (op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point())
@@ -121,6 +128,7 @@ class NcclComm final : public Comm {
   void broadcast(at::Tensor& t, int root) override {
     check_tensor(t, "broadcast");
     ++calls_;
+    note_progress();
     if (g_.size == 1) return;
     LG_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), bytes(t), ncclUint8, root, nccl_, current_stream()));
   }
@@ -128,12 +136,14 @@ class NcclComm final : public Comm {
   void send(const at::Tensor& t, int peer) override {
     check_tensor(t, "send");
     ++calls_;
+    note_progress();
     LG_NCCL_CHECK(ncclSend(t.data_ptr(), bytes(t), ncclUint8, peer, nccl_, current_stream()));
   }
 
   void recv(at::Tensor& t, int peer) override {
     check_tensor(t, "recv");
     ++calls_;
+    note_progress();
     LG_NCCL_CHECK(ncclRecv(t.data_ptr(), bytes(t), ncclUint8, peer, nccl_, current_stream()));
   }
 
@@ -141,6 +151,7 @@ class NcclComm final : public Comm {
     check_tensor(s, "send_recv");
     check_tensor(r, "send_recv");
     ++calls_;
+    note_progress();
     LG_NCCL_CHECK(ncclGroupStart());
     LG_NCCL_CHECK(ncclSend(s.data_ptr(), bytes(s), ncclUint8, send_peer, nccl_, current_stream()));
     LG_NCCL_CHECK(ncclRecv(r.data_ptr(), bytes(r), ncclUint8, recv_peer, nccl_, current_stream()));
@@ -150,6 +161,7 @@ class NcclComm final : public Comm {
   // A host barrier over the group (what Megatron's timers want from barrier()); device work is not waited for.
   void barrier() override {
     ++calls_;
+    note_progress();
     LG_MPI_CHECK(MPI_Barrier(g_.comm));
   }
 
@@ -186,6 +198,7 @@ class NcclComm final : public Comm {
   MpiGroup g_;
   CommOptions options_;
   ncclComm_t nccl_ = nullptr;
+  int abort_hook_ = -1;
   int64_t calls_ = 0;
 };
 
