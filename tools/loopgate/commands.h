@@ -29,8 +29,25 @@ struct GateOptions {
   std::string mpiexec = "mpiexec";
   int jobs = 1;  // fixtures of <= 2 ranks run this many at a time
   double progress_timeout = 60;  // a test whose rank makes no progress this long fails; the fixture relaunches
+  std::string filter;            // a GoogleTest filter instead of the checks' (loopgate selftest)
+  bool echo = true;              // echo launches and scenario lines
 };
 int cmd_gate(const GateOptions& options);
+
+// The suites over `fixtures` as `loopgate gate` runs them (relaunching after an abort), into `dir`: one
+// FixtureRun each. For callers that judge the verdicts themselves.
+struct FixtureRun;
+struct Fixture;
+std::vector<FixtureRun> run_gate_fixtures(const GateOptions& o, const std::vector<Fixture>& fixtures,
+                                          const std::string& dir);
+
+struct SelftestOptions {
+  std::vector<std::string> defects;  // empty = the whole catalogue
+  double progress_timeout = 10;      // the hang defects: how long a stuck rank waits before the watchdog fails it
+  std::string json_path;
+  std::string suites_exe, mpiexec = "mpiexec";
+};
+int cmd_selftest(const SelftestOptions& options);
 
 struct GoldenOptions {
   bool check = false, update = false;

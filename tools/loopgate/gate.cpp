@@ -141,7 +141,7 @@ void start_attempt(Launch& l) {
   const int attempt = l.r.launches++;
   l.attempt_log = attempt == 0 ? l.r.log_path : fmt::format("{}/{}.relaunch{}.log", l.dir, l.r.fixture, attempt);
   l.progress = fmt::format("{}/{}.progress{}.jsonl", l.dir, l.r.fixture, attempt);
-  std::string filter = gtest_filter(o.checks);
+  std::string filter = o.filter.empty() ? gtest_filter(o.checks) : o.filter;
   if (!l.excluded.empty()) filter += "-" + join(l.excluded, ":");
   std::string cmd = fmt::format("{} -n {} {} --lg_fixture={}", o.mpiexec, l.r.np, o.suites_exe, l.r.fixture);
   if (!o.arms.empty()) cmd += " --lg_arms=" + join(o.arms, ",");
@@ -166,7 +166,7 @@ std::unique_ptr<Launch> launch_fixture(const GateOptions& o, const Fixture& f, c
   l->r.np = f.world;
   l->r.log_path = fmt::format("{}/{}.log", dir, f.name);
   l->trace_dir = fmt::format("{}/{}", dir, f.name);
-  std::printf("[%zu/%zu] %-10s np %-3d launching the gate suites\n", index + 1, total, f.name.c_str(), f.world);
+  if (o.echo) std::printf("[%zu/%zu] %-10s np %-3d launching the gate suites\n", index + 1, total, f.name.c_str(), f.world);
   std::fflush(stdout);
   l->start = std::chrono::steady_clock::now();
   start_attempt(*l);
@@ -197,7 +197,7 @@ bool poll_launch(Launch& l) {
     line = l.pending + line;
     l.pending.clear();
     if (line.rfind("loopgate scenario: ", 0) == 0) {
-      std::printf("      %-10s %s\n", l.r.fixture.c_str(), line.substr(19).c_str());
+      if (l.o->echo) std::printf("      %-10s %s\n", l.r.fixture.c_str(), line.substr(19).c_str());
       note_trace(line.substr(19), l.trace_dir, &l.r.traces);
     }
   }
@@ -219,8 +219,9 @@ bool poll_launch(Launch& l) {
     l.r.aborted.push_back(out.aborted_in);
     l.r.exit_code = rc;
     l.excluded.insert(l.excluded.end(), out.seen.begin(), out.seen.end());
-    std::printf("      %-10s aborted in %s (exit %d): relaunching for the tests not yet run\n", l.r.fixture.c_str(),
-                out.aborted_in.c_str(), rc);
+    if (l.o->echo)
+      std::printf("      %-10s aborted in %s (exit %d): relaunching for the tests not yet run\n", l.r.fixture.c_str(),
+                  out.aborted_in.c_str(), rc);
     std::fflush(stdout);
     start_attempt(l);
     return false;
@@ -254,7 +255,8 @@ std::vector<FixtureRun> run_fixtures(const GateOptions& o, const std::vector<Fix
       const FixtureRun& r = active[i]->r;
       int failed = 0;
       for (const Verdict& v : r.verdicts) failed += !v.passed;
-      std::printf("[%zu/%zu] %-10s np %-3d %zu verdicts, %d failed, exit %d, %.1f s%s\n", active[i]->index + 1,
+      if (o.echo)
+        std::printf("[%zu/%zu] %-10s np %-3d %zu verdicts, %d failed, exit %d, %.1f s%s\n", active[i]->index + 1,
                   fixtures.size(), r.fixture.c_str(), r.np, r.verdicts.size(), failed, r.exit_code, r.seconds,
                   r.verdicts.empty() ? (" - no verdicts: see " + r.log_path).c_str() : "");
       std::fflush(stdout);
@@ -318,6 +320,13 @@ void write_junit(const std::string& path, const std::vector<FixtureRun>& runs) {
 }
 
 }  // namespace
+
+std::vector<FixtureRun> run_gate_fixtures(const GateOptions& o, const std::vector<Fixture>& fixtures,
+                                          const std::string& dir) {
+  set_mpi_launch_env();
+  setenv("GTEST_COLOR", "no", 1);
+  return run_fixtures(o, fixtures, dir);
+}
 
 // Ranks run as root, oversubscribed, in containers (reference/cpu-build-and-run.md §6); the user's own
 // settings win.

@@ -209,6 +209,15 @@ int main(int argc, char** argv) {
   report->add_option("--gate", ro.gate_json, "the JSON written by `loopgate gate --json`")->required();
   report->add_option("--out", ro.out, "the HTML file (default: report.html beside the gate JSON)");
 
+  SelftestOptions so;
+  CLI::App* selftest = app.add_subcommand("selftest", "run every planted defect through the gate that must reject it");
+  selftest->add_option("--defect", so.defects, "defects (repeatable or a,b list; default: the whole catalogue)")
+      ->delimiter(',');
+  selftest->add_option("--progress-timeout", so.progress_timeout,
+                       "seconds a stuck rank waits before the watchdog fails a hanging defect's test (default 10)");
+  selftest->add_option("--json", so.json_path, "write the results as JSON");
+  selftest->add_option("--mpiexec", so.mpiexec, "the MPI launcher");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -220,6 +229,10 @@ int main(int argc, char** argv) {
   try {
     if (*run) return cmd_run(to_run_options(rf));
     std::string self = self_path(argv[0]);
+    if (*selftest) {
+      so.suites_exe = self.substr(0, self.rfind('/')) + "/../suites/loopgate_gates";
+      return cmd_selftest(so);
+    }
     if (*gate) {
       if (go.suites_exe.empty()) go.suites_exe = self.substr(0, self.rfind('/')) + "/../suites/loopgate_gates";
       return cmd_gate(go);

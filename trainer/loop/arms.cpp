@@ -78,7 +78,8 @@ std::vector<Arm> build_defects() {
   // A decision the ranks do not share leaves them in different collectives: the job hangs, and the progress
   // watchdog must fail it within its limit, naming the rank (issue 15).
   a = defect("defect-nan-vote-local", "the rerun decision is not reduced over the world (each rank its own)",
-             "watchdog", "tp2sp");
+             "nan_detection", "tp2sp");
+  a.hangs = true;
   a.rerun_vote = VoteGroup::kThisRankOnly;
   d.push_back(a);
   // ---- timers ----
@@ -109,7 +110,8 @@ std::vector<Arm> build_defects() {
   a.hooks.logged_grad_norm = [](double, double previous) { return previous; };
   d.push_back(a);
   a = defect("defect-exit-vote-local", "the exit-duration vote is not reduced over the world (one rank leaves)",
-             "watchdog", "tp2sp");
+             "logging_exit", "tp2sp");
+  a.hangs = true;
   a.exit_vote_group = VoteGroup::kThisRankOnly;
   d.push_back(a);
   // ---- sync_budget ----
@@ -123,6 +125,7 @@ std::vector<Arm> build_defects() {
   // ---- ledger == CUPTI (GPU only) ----
   a = defect("defect-hidden-sync", "a device synchronize outside the ledger per iteration (only CUPTI sees it)",
              "ledger_cupti");
+  a.gpu_only = true;
   a.hooks.after_training_log = [](Ledger&, const LogInputs&) {
 #if LOOPGATE_HAS_CUDA
     if (run_device().is_cuda()) cuda_device_synchronize();  // what a stray torch.cuda.synchronize() does

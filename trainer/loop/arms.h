@@ -58,6 +58,8 @@ struct Arm {
   // ---- planted defects only ----
   std::string rejected_by;  // the gate that must reject it (`loopgate selftest`); "" for a real arm
   std::string fixture;      // the smallest fixture that shows the defect ("" = single)
+  bool hangs = false;       // its ranks end in different collectives: the progress watchdog fails the test
+  bool gpu_only = false;    // only a GPU run can show it
 };
 
 // Every registered arm: baseline, syncfree-1..5, syncfree, onesync, then the planted defects.
