@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+
 #include "trainer/common/error.h"
 
 namespace loopgate {
@@ -65,12 +70,16 @@ std::vector<Arm> build_arms() {
   return arms;
 }
 
-}  // namespace
-
-const std::vector<Arm>& all_arms() {
-  static const std::vector<Arm> arms = build_arms();
+// Built-in arms first, registered ones appended. Built on first use, so a registration from another file's
+// static initializer finds the built-in arms whatever the initialization order.
+std::vector<Arm>& arm_registry() {
+  static std::vector<Arm> arms = build_arms();
   return arms;
 }
+
+}  // namespace
+
+const std::vector<Arm>& all_arms() { return arm_registry(); }
 
 const Arm& find_arm(const std::string& name) {
   std::string known;
@@ -83,6 +92,27 @@ const Arm& find_arm(const std::string& name) {
 
 std::vector<std::string> default_candidates() {
   return {"syncfree-1", "syncfree-2", "syncfree-3", "syncfree-4", "syncfree", "onesync"};
+}
+
+void register_arm(Arm arm) {
+  const std::string& n = arm.name;
+  LG_INPUT_CHECK(!n.empty(), "register_arm: the arm has no name");
+  // GoogleTest names each parameterized gate test after the arm ('-' -> '_', param_name): letters, digits and '-'
+  // keep those names valid and distinct.
+  LG_INPUT_CHECK(std::all_of(n.begin(), n.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; }),
+                 "register_arm: arm name '{}' may hold only letters, digits and '-'", n);
+  for (const Arm& a : arm_registry())
+    LG_INPUT_CHECK(a.name != n, "register_arm: an arm named '{}' is already registered", n);
+  arm_registry().push_back(std::move(arm));
+}
+
+ArmRegistrar::ArmRegistrar(Arm arm) {
+  try {
+    register_arm(std::move(arm));
+  } catch (const InputError& e) {  // before main: nobody else can print it
+    std::fprintf(stderr, "loopgate: error: %s\n", e.what());
+    std::exit(2);
+  }
 }
 
 const char* defect_name(Defect d) {
