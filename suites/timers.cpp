@@ -228,6 +228,8 @@ std::vector<std::string> deferred_timer_arms() {
 }
 
 class TimersLagged : public ::testing::TestWithParam<std::string> {};
+// --lg_arms naming only arms with eager timers leaves no arm here: the table shows '-', not a failure.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TimersLagged);
 
 TEST_P(TimersLagged, LaggingDeviceStillOneWindowPerLineAndWaitsOnlyWhenBehind) {
   const ScenarioResult& s = lagged_run(GetParam());
