@@ -16,6 +16,8 @@ include(CMakePackageConfigHelpers)
 set(LOOPGATE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/loopgate)
 set(LOOPGATE_INSTALL_GOLDEN_DIR ${CMAKE_INSTALL_DATADIR}/loopgate/golden)
 
+# A consumer compiles the headers as C++17 at least (LibTorch 1.13's headers fail in C++20 with clang 14 anyway).
+target_compile_features(loopgate_trainer PUBLIC cxx_std_17)
 set_target_properties(loopgate_trainer PROPERTIES EXPORT_NAME trainer)
 set_target_properties(loopgate_fixtures PROPERTIES EXPORT_NAME fixtures)
 set_target_properties(loopgate_gtest_main PROPERTIES EXPORT_NAME gtest_main)
