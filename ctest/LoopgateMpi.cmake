@@ -81,6 +81,6 @@ function(loopgate_add_cli_test)
   list(JOIN T_MATCH "::" match)
   add_test(NAME ${T_NAME}
            COMMAND ${CMAKE_COMMAND} "-DEXE=$<TARGET_FILE:${T_TARGET}>" "-DARGS=${args}" "-DWORKDIR=${T_WORKDIR}"
-                   "-DEXPECT_RC=${T_EXPECT_RC}" "-DMATCH=${match}" -P ${PROJECT_SOURCE_DIR}/ctest/ExpectRun.cmake)
+                   "-DEXPECT_RC=${T_EXPECT_RC}" "-DMATCH=${match}" -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ExpectRun.cmake)
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "unit;cpu;cli;${T_LABELS}")
 endfunction()

@@ -1,6 +1,13 @@
 # The gate suites: one MPI executable, launched once per CPU fixture (scenarios run one after another inside
 # the launch). `loopgate gate` launches the same executable itself and builds the verdict table.
-loopgate_test_exe(loopgate_gates ${GATE_SOURCES})
+# The suites are an OBJECT library: every object lands in an executable linking it (none dropped, so every
+# GoogleTest registration stays), and the installed package exports it as loopgate::gate_suites, from which a
+# user builds a gate executable with their own arms (docs/custom-arms.md).
+add_library(loopgate_gate_suites OBJECT ${GATE_SOURCES})
+target_link_libraries(loopgate_gate_suites PUBLIC loopgate_fixtures loopgate_gtest_main)
+loopgate_use_pch(loopgate_gate_suites)
+add_executable(loopgate_gates)
+target_link_libraries(loopgate_gates PRIVATE loopgate_gate_suites)
 set(LOOPGATE_CPU_FIXTURES "single:1:300" "tp2sp:2:300" "pp2:2:300" "pp2tp2dp2:8:600" "dp64:64:1500")
 foreach(entry ${LOOPGATE_CPU_FIXTURES})
   string(REPLACE ":" ";" parts ${entry})

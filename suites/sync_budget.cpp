@@ -1,7 +1,8 @@
 // Gate: sync_budget. Host reads per site per iteration (the ledger's counts, every rank) stay within
 // golden/sync_budgets.json for every arm: per fixture, per scenario (log interval 1 = the shared clean run;
 // log interval 3 with the exit-duration vote live, shared with logging_exit), per iteration category (first_iteration, log, nonlog),
-// per site; a site absent from the budget allows 0. And the table has the seed's shape, checked from the
+// per site; a site absent from the budget allows 0. An arm golden/ does not record (a registered arm) is held to
+// the baseline's budget in total per iteration instead: it may move reads between sites, not add any. And the table has the seed's shape, checked from the
 // counts themselves (not from the budget file): the baseline reads every site every iteration; each
 // syncfree-k reads none of its first k commits' sites and exactly the baseline's count of the later commits'
 // sites; syncfree keeps only rerun_decision, update_successful and batched_log_read (the latter at log
@@ -47,8 +48,36 @@ int64_t reads(const IterationRecord& r, const std::string& site) {
   return it == r.reads_per_site.end() ? 0 : it->second;
 }
 
-// Every (iteration, rank, site) of `arm`'s runs above `budget_arm`'s budget.
-std::vector<std::string> over_budget(const std::string& arm, const std::string& budget_arm) {
+// How an arm is held to a budget: site by site (an arm golden/ records), or per iteration in total (an arm it
+// does not know, held to the baseline's: it may move reads and launches between sites — a deferred arm reads at
+// batched_log_read, which the baseline never does — but not add any).
+enum class BudgetRule { kPerSite, kTotal };
+
+// One record's counts per site (reads or operators) above one iteration category's budget, one line each, each
+// line prefixed with `where`. Operators of the Trace's own checksums (diagnostic_checksum) are no loop work: with
+// unit "operators" that site is not counted.
+std::vector<std::string> over_category(const std::map<std::string, int64_t>& counts, const json& budget,
+                                       BudgetRule rule, const std::string& where, const std::string& unit) {
+  const std::string ignored = unit == "operators" ? "diagnostic_checksum" : "";
+  std::vector<std::string> out;
+  int64_t total = 0, allowed_total = 0;
+  for (const auto& [site, n] : counts) {
+    if (site == ignored) continue;
+    total += n;
+    const int64_t allowed = budget.value(site, int64_t{0});
+    if (rule == BudgetRule::kPerSite && n > allowed)
+      out.push_back(fmt::format("{} site {}: {} {} > budget {}", where, site, n, unit, allowed));
+  }
+  for (const auto& [site, n] : budget.items())
+    if (site != ignored) allowed_total += n.get<int64_t>();
+  if (rule == BudgetRule::kTotal && total > allowed_total)
+    out.push_back(fmt::format("{}: {} {} in all > budget {} in all", where, total, unit, allowed_total));
+  return out;
+}
+
+// Every (iteration, rank, site) of `arm`'s runs above `budget_arm`'s budget (kTotal: every (iteration, rank)).
+std::vector<std::string> over_budget(const std::string& arm, const std::string& budget_arm,
+                                     BudgetRule rule = BudgetRule::kPerSite) {
   std::vector<std::string> out;
   const std::string fx = gate_fixture();
   for (const SyncScenario& s : sync_scenarios(fx)) {
@@ -64,22 +93,24 @@ std::vector<std::string> over_budget(const std::string& arm, const std::string& 
     }
     for (const IterationRecord& r : sync_run(s, arm).trace.records) {
       std::string cat = iteration_category(r.iteration, s.log_interval);
-      for (const auto& [site, n] : r.reads_per_site) {
-        int64_t allowed = (*b)[cat].value(site, int64_t{0});
-        if (n > allowed)
-          out.push_back(fmt::format("{} iteration {} ({}) rank {} site {}: {} reads > budget {}", s.key, r.iteration,
-                                    cat, r.rank, site, n, allowed));
-      }
+      auto m = over_category(r.reads_per_site, (*b)[cat], rule,
+                             fmt::format("{} iteration {} ({}) rank {}", s.key, r.iteration, cat, r.rank), "reads");
+      out.insert(out.end(), m.begin(), m.end());
     }
   }
   return out;
 }
 
-// The budget an arm is held to: its own where golden/ records one, else the baseline's — an arm golden/ does not
-// know (a user's arm, a planted defect) may read and launch at most what the baseline does, site by site.
-std::string budget_arm_for(const std::string& arm) {
+// The budget an arm is held to: its own, site by site, where golden/ records one; else the baseline's in total
+// per iteration — an arm golden/ does not know (a user's arm, a planted defect) may read and launch at most what
+// the baseline does.
+bool has_own_budget(const std::string& arm) {
   const std::vector<std::string> known = budget_arms();
-  return std::find(known.begin(), known.end(), arm) != known.end() ? arm : "baseline";
+  return std::find(known.begin(), known.end(), arm) != known.end();
+}
+std::string budget_arm_for(const std::string& arm) { return has_own_budget(arm) ? arm : "baseline"; }
+BudgetRule budget_rule_for(const std::string& arm) {
+  return has_own_budget(arm) ? BudgetRule::kPerSite : BudgetRule::kTotal;
 }
 
 std::vector<std::string> arms_with_baseline() {
@@ -92,7 +123,7 @@ class SyncBudget : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SyncBudget, ReadsPerSitePerIterationWithinGoldenBudget) {
   if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: budgets checked for the baseline and the final arms";
-  auto m = over_budget(GetParam(), budget_arm_for(GetParam()));
+  auto m = over_budget(GetParam(), budget_arm_for(GetParam()), budget_rule_for(GetParam()));
   EXPECT_TRUE(m.empty()) << GetParam() << ": " << m.size() << " reads over budget" << first_lines(m);
 }
 
@@ -217,8 +248,10 @@ const json* launch_budget(const SyncScenario& s, const std::string& budget_arm, 
   return &l["arms"][budget_arm];
 }
 
-// Every (iteration, rank, site) of `arm`'s runs with more operators than `budget_arm`'s golden launch budget.
-std::vector<std::string> over_launch_budget(const std::string& arm, const std::string& budget_arm) {
+// Every (iteration, rank, site) of `arm`'s runs with more operators than `budget_arm`'s golden launch budget
+// (kTotal: every steady-state (iteration, rank) — iteration 1 holds the one-time setup of deferred sites, which
+// the baseline's budget has no room for; more_launches_than_baseline below excludes it for the same reason).
+std::vector<std::string> over_launch_budget(const std::string& arm, const std::string& budget_arm, BudgetRule rule) {
   std::vector<std::string> out;
   for (const SyncScenario& s : sync_scenarios(gate_fixture())) {
     std::string why;
@@ -228,14 +261,11 @@ std::vector<std::string> over_launch_budget(const std::string& arm, const std::s
       continue;
     }
     for (const IterationRecord& r : sync_run(s, arm).trace.records) {
+      if (rule == BudgetRule::kTotal && r.iteration < 2) continue;
       const std::string cat = iteration_category(r.iteration, s.log_interval);
-      for (const auto& [site, n] : r.launches_per_site) {
-        if (site == "diagnostic_checksum") continue;  // the Trace's own checksums: no loop work
-        const int64_t allowed = (*b)[cat].value(site, int64_t{0});
-        if (n > allowed)
-          out.push_back(fmt::format("{} iteration {} ({}) rank {} site {}: {} operators > budget {}", s.key,
-                                    r.iteration, cat, r.rank, site, n, allowed));
-      }
+      auto m = over_category(r.launches_per_site, (*b)[cat], rule,
+                             fmt::format("{} iteration {} ({}) rank {}", s.key, r.iteration, cat, r.rank), "operators");
+      out.insert(out.end(), m.begin(), m.end());
     }
   }
   return out;
@@ -283,7 +313,7 @@ TEST_P(SyncBudget, LaunchesPerSitePerIterationWithinGoldenBudget) {
       GTEST_SKIP() << "launch budgets were made with LibTorch " << sc["launches"].value("torch_version", "?")
                    << ", this is " << here << ": operator counts differ between versions";
   }
-  auto m = over_launch_budget(GetParam(), budget_arm_for(GetParam()));
+  auto m = over_launch_budget(GetParam(), budget_arm_for(GetParam()), budget_rule_for(GetParam()));
   EXPECT_TRUE(m.empty()) << GetParam() << ": " << m.size() << " sites over the launch budget" << first_lines(m);
 }
 
@@ -293,6 +323,18 @@ TEST(GatePower, SyncBudgetRejectsMoreLaunchesThanBaseline) {
   auto m = more_launches_than_baseline("defect-nan-predicate");
   EXPECT_FALSE(m.empty()) << "the sync budget accepted an arm that launches more operators than the baseline";
   if (!m.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first_lines(m, 2).c_str());
+}
+
+// Gate power of the rule for arms golden/ does not record: held to a budget in total, one hidden read per
+// iteration still breaks it (syncfree's budget: the arm is syncfree plus the read), and so do a NaN check's extra
+// launches (the predicate bank launches more than syncfree's budget allows in all).
+TEST(GatePower, SyncBudgetInTotalRejectsExtraReadAndExtraLaunches) {
+  auto reads = over_budget("defect-extra-read", "syncfree", BudgetRule::kTotal);
+  auto launches = over_launch_budget("defect-nan-predicate", "syncfree", BudgetRule::kTotal);
+  EXPECT_FALSE(reads.empty()) << "the in-total budget accepted an arm with a hidden extra read per iteration";
+  EXPECT_FALSE(launches.empty()) << "the in-total launch budget accepted an arm that launches more per iteration";
+  if (!reads.empty() && !launches.empty() && world_rank() == 0)
+    std::printf("rejected as expected:%s%s\n", first_lines(reads, 1).c_str(), first_lines(launches, 1).c_str());
 }
 
 // Gate power: one hidden read per iteration must break syncfree's budget.

@@ -256,6 +256,8 @@ std::vector<std::string> deferred_timer_arms() {
 }
 
 class TimersLagged : public ::testing::TestWithParam<std::string> {};
+// --lg_arms naming only arms with eager timers leaves no arm here: the table shows '-', not a failure.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TimersLagged);
 
 // The bound holds on a window of 1080 events per timer, and nothing is lost to it.
 TEST_P(TimersLagged, AtMost1024EventsPendingOnALongWindow) {

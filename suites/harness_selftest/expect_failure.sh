@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # An expected failure of the MPI harness: runs the command, and passes only when it fails (non-zero exit) within
-# MAX_SECONDS, its output matches every REGEX given, and no process of the test executable is left behind.
-# Usage: expect_failure.sh MAX_SECONDS EXE 'REGEX1' ['REGEX2' ...] -- mpiexec -n N EXE ARGS...
+# MAX_SECONDS, its output matches every REGEX given, and no process whose command line holds MARKER (the
+# executable and this test's own arguments: tests running beside it are not its leftovers) is left behind.
+# Usage: expect_failure.sh MAX_SECONDS MARKER 'REGEX1' ['REGEX2' ...] -- mpiexec -n N EXE ARGS...
 set -u
-max=$1; exe=$2; shift 2
+max=$1; marker=$2; shift 2
 regexes=()
 while [ "$1" != "--" ]; do regexes+=("$1"); shift; done
 shift
@@ -18,13 +19,13 @@ fail=0
 for re in "${regexes[@]}"; do
   printf '%s\n' "$out" | grep -Eq "$re" || { echo "expect_failure: output lacks /$re/"; fail=1; }
 done
-# No process of the executable left behind (a rank spinning in a collective after the job "ended").
+# No rank of this test left behind (one spinning in a collective after the job "ended").
 sleep 1
 left=""
 for p in /proc/[0-9]*; do
   [ "${p#/proc/}" = "$$" ] && continue
   cmd=$(tr '\0' ' ' 2>/dev/null < "$p/cmdline") || continue
-  case "$cmd" in "$exe"*) left="$left ${p#/proc/}" ;; esac
+  case "$cmd" in *"$marker"*) left="$left ${p#/proc/}" ;; esac
 done
 [ -z "$left" ] || { echo "expect_failure: processes left behind:$left"; kill -9 $left 2>/dev/null; fail=1; }
 echo "expect_failure: exit $rc after ${ms} ms"

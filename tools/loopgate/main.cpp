@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
   gate->add_option("--iters", go.iters, "iterations per scenario (default: each gate's own)");
   gate->add_option("--json", go.json_path, "write the verdicts as JSON");
   gate->add_option("--junit", go.junit_path, "write the verdicts as JUnit XML");
-  gate->add_option("--suites-exe", go.suites_exe, "the gate suites executable");
+  gate->add_option("--suites-exe", go.suites_exe, "the gate suites executable (yours, with registered arms and fixtures: docs/custom-arms.md)");
   gate->add_option("--mpiexec", go.mpiexec, "the MPI launcher");
   gate->add_option("--progress-timeout", go.progress_timeout,
                    "seconds a test may go without progress on a rank before it fails and the fixture relaunches "
@@ -187,8 +187,9 @@ int main(int argc, char** argv) {
   golden->add_flag("--update", gd.update);
   golden->add_option("--fixture", gd.fixtures, "fixtures (repeatable or a,b list; default: every CPU fixture)")
       ->delimiter(',');
-  gd.golden_dir = default_golden_dir();  // the source tree's golden/, wherever loopgate is run from
-  golden->add_option("--golden-dir", gd.golden_dir, "golden values folder (default: the source tree's golden/)");
+  gd.golden_dir = default_golden_dir();  // the installed or the source tree's golden/, wherever loopgate is run from
+  golden->add_option("--golden-dir", gd.golden_dir,
+                     "golden values folder (default: $LOOPGATE_GOLDEN_DIR, the installed share/loopgate/golden, or the source tree's golden/)");
   golden->add_option("--mpiexec", gd.mpiexec);
   golden->add_option("--capture", gd.capture_dir)->group("");  // internal: the per-fixture MPI worker of --update
 

@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
@@ -155,12 +158,16 @@ std::vector<Arm> build_arms() {
   return arms;
 }
 
-}  // namespace
-
-const std::vector<Arm>& all_arms() {
-  static const std::vector<Arm> arms = build_arms();
+// Built-in arms first, registered ones appended. Built on first use, so a registration from another file's
+// static initializer finds the built-in arms whatever the initialization order.
+std::vector<Arm>& arm_registry() {
+  static std::vector<Arm> arms = build_arms();
   return arms;
 }
+
+}  // namespace
+
+const std::vector<Arm>& all_arms() { return arm_registry(); }
 
 const Arm& find_arm(const std::string& name) {
   std::string known;
@@ -180,6 +187,27 @@ std::vector<const Arm*> planted_defects() {
   for (const Arm& a : all_arms())
     if (!a.rejected_by.empty()) out.push_back(&a);
   return out;
+}
+
+void register_arm(Arm arm) {
+  const std::string& n = arm.name;
+  LG_INPUT_CHECK(!n.empty(), "register_arm: the arm has no name");
+  // GoogleTest names each parameterized gate test after the arm ('-' -> '_', param_name): letters, digits and '-'
+  // keep those names valid and distinct.
+  LG_INPUT_CHECK(std::all_of(n.begin(), n.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; }),
+                 "register_arm: arm name '{}' may hold only letters, digits and '-'", n);
+  for (const Arm& a : arm_registry())
+    LG_INPUT_CHECK(a.name != n, "register_arm: an arm named '{}' is already registered", n);
+  arm_registry().push_back(std::move(arm));
+}
+
+ArmRegistrar::ArmRegistrar(Arm arm) {
+  try {
+    register_arm(std::move(arm));
+  } catch (const InputError& e) {  // before main: nobody else can print it
+    std::fprintf(stderr, "loopgate: error: %s\n", e.what());
+    std::exit(2);
+  }
 }
 
 }  // namespace loopgate

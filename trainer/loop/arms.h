@@ -62,7 +62,8 @@ struct Arm {
   bool gpu_only = false;    // only a GPU run can show it
 };
 
-// Every registered arm: baseline, syncfree-1..5, syncfree, onesync, then the planted defects.
+// Every registered arm: baseline, syncfree-1..5, syncfree, onesync, the defect arms, then the arms added with
+// register_arm in the order they were added.
 const std::vector<Arm>& all_arms();
 // InputError naming the unknown arm and listing the known ones.
 const Arm& find_arm(const std::string& name);
@@ -71,4 +72,26 @@ std::vector<std::string> default_candidates();
 // The planted defects, in catalogue order.
 std::vector<const Arm*> planted_defects();
 
+// ---- arms from outside the trainer (docs/custom-arms.md) ----
+
+// Adds `arm` to all_arms() / find_arm(), so `--lg_arms=NAME` (the gate suites), `loopgate run --arm NAME` and
+// `loopgate gate --arm NAME` take it. InputError when the name is empty, holds anything but letters, digits and '-', or is taken.
+// Call it before anything runs: the gate suites read the arms when GoogleTest registers its tests (in
+// InitGoogleTest), so register from a static initializer (LOOPGATE_REGISTER_ARM) in a source file linked into
+// the executable itself — not a static library, whose unreferenced objects the linker drops.
+void register_arm(Arm arm);
+
+// The static initializer behind LOOPGATE_REGISTER_ARM: registers, and on bad input prints one line
+// (`loopgate: error: ...`) and exits with code 2 before main.
+struct ArmRegistrar {
+  explicit ArmRegistrar(Arm arm);
+};
+
 }  // namespace loopgate
+
+#define LOOPGATE_CONCAT_INNER_(a, b) a##b
+#define LOOPGATE_CONCAT_(a, b) LOOPGATE_CONCAT_INNER_(a, b)
+// LOOPGATE_REGISTER_ARM(expr): registers the Arm `expr` evaluates to, at static-initialization time
+// (variadic: an expression with commas outside parentheses stays one argument).
+#define LOOPGATE_REGISTER_ARM(...) \
+  static const ::loopgate::ArmRegistrar LOOPGATE_CONCAT_(loopgate_arm_registrar_, __COUNTER__) { __VA_ARGS__ }
