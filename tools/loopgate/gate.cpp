@@ -18,6 +18,7 @@
 #include "fixtures/fixtures.h"
 #include "fixtures/scenarios.h"
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/validate.h"
 #include "tools/loopgate/verdicts.h"
 #include "trainer/common/error.h"
 
@@ -104,7 +105,7 @@ std::unique_ptr<Launch> launch_fixture(const GateOptions& o, const Fixture& f, c
   l->json = fmt::format("{}/{}.json", dir, f.name);
   std::string cmd = fmt::format("{} -n {} {} --lg_fixture={}", o.mpiexec, f.world, o.suites_exe, f.name);
   if (!o.arms.empty()) cmd += " --lg_arms=" + join(o.arms, ",");
-  if (o.iters > 0) cmd += fmt::format(" --lg_iters={}", o.iters);
+  if (o.iters) cmd += fmt::format(" --lg_iters={}", *o.iters);
   l->trace_dir = fmt::format("{}/{}", dir, f.name);
   cmd += fmt::format(" --lg_trace_dir={} --lg_timeout={} '--gtest_filter={}' --gtest_output=json:{} > {} 2>&1",
                      l->trace_dir, f.world > 8 ? 1200 : 300, gtest_filter(o.checks), l->json, l->r.log_path);
@@ -258,26 +259,13 @@ void set_mpi_launch_env() {
 
 int cmd_gate(const GateOptions& o_in) {
   GateOptions o = o_in;
-  // Validate everything before launching anything.
+  validate_gate_options(o);  // everything before launching anything (validate.h)
   std::vector<Fixture> fixtures;
   if (o.fixtures.empty()) {
     fixtures = all_fixtures();
   } else {
     for (const std::string& f : o.fixtures) fixtures.push_back(find_fixture(f));
   }
-  for (const std::string& a : o.arms) find_arm(a);
-  for (const std::string& c : o.checks) {
-    bool known = false;
-    for (const auto& [check, suite] : gate_checks()) known = known || check == c;
-    std::vector<std::string> names;
-    for (const auto& [check, suite] : gate_checks()) names.push_back(check);
-    LG_INPUT_CHECK(known, "unknown check '{}' (known: {})", c, join(names, ", "));
-  }
-  LG_INPUT_CHECK(o.iters >= 0, "--iters must be >= 1 (got {})", o.iters);
-  LG_INPUT_CHECK(o.jobs >= 1, "--jobs must be >= 1 (got {})", o.jobs);
-  struct stat st;
-  LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0, "gate suites executable not found at {} (build it: cmake --build --preset cpu)",
-                 o.suites_exe);
   set_mpi_launch_env();
   setenv("GTEST_COLOR", "no", 1);
 
