@@ -20,8 +20,8 @@ namespace loopgate {
 std::string quoted(const std::string& text) { return "'" + text + "'"; }
 
 void add_run_flags(CLI::App* run, RunFlags& f) {
-  run->add_option("--fixture", f.fixture, "single | tp2sp | pp2 | dp64 | pp2tp2dp2");
-  run->add_option("--arm", f.arm, "baseline | syncfree-1..5 | syncfree | onesync | defect-*");
+  run->add_option("--fixture", f.fixture, "single (default) | tp2sp | pp2 | dp64 | pp2tp2dp2; the job must have the fixture's rank count");
+  run->add_option("--arm", f.arm, "baseline (default) | syncfree-1..5 | syncfree | onesync | defect-*");
   run->add_option("--iters,--train-iters", f.iters, "iterations, >= 1 (default 10)");
   run->add_option("--log-interval", f.log_interval, "log every K iterations, >= 1 (default 1)");
   run->add_option("--exit-duration-in-mins", f.exit_mins, "exit when training time exceeds M minutes, > 0");
@@ -53,12 +53,12 @@ void add_run_flags(CLI::App* run, RunFlags& f) {
   run->add_option("--weight-decay", f.wd, ">= 0");
   run->add_option("--loss-scale", f.loss_scale, "constant loss scale, > 0 (default: none, as bf16)");
   run->add_flag("--dynamic-loss-scale", f.dynamic_scale, "fp16-style dynamic loss scaler (not with --loss-scale)");
-  run->add_option("--rerun-mode", f.rerun_mode, "disabled | validate_results | report_stats");
-  run->add_option("--on-fault", f.on_fault, "abort (Megatron's exit code) | skip");
+  run->add_option("--rerun-mode", f.rerun_mode, "disabled | validate_results (default) | report_stats");
+  run->add_option("--on-fault", f.on_fault, "abort (default: Megatron's exit code) | skip");
   run->add_option("--grad-bucket-size", f.bucket, "grad buffer bucket size in elements, >= 1");
   run->add_option("--seed", f.seed, "init seed, >= 0");
   run->add_option("--data-seed", f.data_seed, "mock data seed, >= 0");
-  run->add_option("--reduce-order", f.reduce_order, "native | fixed | permuted (float sum order)");
+  run->add_option("--reduce-order", f.reduce_order, "native (default) | fixed | permuted (float sum order)");
   run->add_option("--permute-seed", f.permute_seed, ">= 0 (needs --reduce-order permuted)");
 }
 
