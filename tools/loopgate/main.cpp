@@ -22,9 +22,12 @@
 
 namespace loopgate {
 
+// Before MPI_Init the launcher's environment names the rank (Open MPI, PMIx, MPICH/Hydra, Slurm): only rank 0
+// prints an error found there, so a bad flag is one line however many ranks the job has.
 bool is_rank_zero_env() {
-  const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
-  return r == nullptr || std::string(r) == "0";
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* r = std::getenv(var)) return std::string(r) == "0";
+  return true;
 }
 
 int input_error(const std::string& what) {
