@@ -5,7 +5,8 @@
 //   loopgate ab A B                                        step time of two runs' files: medians, shift, Mann-Whitney
 //   loopgate compare --a A1 [A2..] --b B1 [B2..]           did the change keep the numbers (Megatron logs, Traces)
 //   loopgate report --gate gate.json [--out report.html]  one self-contained HTML page from a gate run
-// Flags keep Megatron's names where Megatron has the flag. Bad input: one line on stderr, exit 2.
+// Flags keep Megatron's names where Megatron has the flag. Bad input: one line on stderr, exit 2, before any work
+// (run_flags.h, validate.h, paths.h; docs/cli.md). `loopgate cli-reference` prints every flag as Markdown.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>

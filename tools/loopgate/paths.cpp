@@ -1,5 +1,6 @@
 // Paths and programs checked before any work (paths.h): stat and access only, so a bad --json or --out is
 // refused without leaving an empty file behind, and a good one is not truncated before the run that fills it.
+// Not here: opening or writing the files (each subcommand does that once its work is done).
 #include "tools/loopgate/paths.h"
 
 #include <fmt/format.h>
