@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
@@ -84,10 +85,10 @@ std::string fixed3(double v) { return fmt::format("{:.3f}", v); }
 }  // namespace
 
 void check_step_time_options(const StepTimeOptions& o) {
-  LG_INPUT_CHECK(o.window >= 0, "--window must be >= 0 (got {}; 0 = one window per log line)", o.window);
-  LG_INPUT_CHECK(o.warmup_windows >= 0, "--warmup-windows must be >= 0 (got {})", o.warmup_windows);
+  LG_INPUT_CHECK(o.window >= 0, "--window {}: must be >= 0 (0 = one window per log line)", o.window);
+  LG_INPUT_CHECK(o.warmup_windows >= 0, "--warmup-windows {}: must be >= 0", o.warmup_windows);
   LG_INPUT_CHECK(o.source == "auto" || o.source == "timestamps" || o.source == "elapsed",
-                 "--time-source must be auto, timestamps or elapsed (got '{}')", o.source);
+                 "--time-source '{}': must be auto, timestamps or elapsed", o.source);
 }
 
 AbSamples step_time_samples(const RunLog& run, const StepTimeOptions& o, const std::string& label) {
@@ -232,6 +233,7 @@ nlohmann::json ab_report_json(const AbSamples& a, const AbSamples& b, const AbSt
 
 std::unique_ptr<std::ofstream> open_json_output(const std::string& path) {
   if (path.empty()) return nullptr;
+  check_output_file("--json", path);
   auto f = std::make_unique<std::ofstream>(path);
   LG_INPUT_CHECK(f->good(), "--json {}: cannot write the file", path);
   return f;
@@ -245,8 +247,7 @@ void require_samples(const AbSamples& s, const StepTimeOptions& o) {
 }
 
 int cmd_ab(const AbOptions& o) {
-  LG_INPUT_CHECK(o.alpha > 0 && o.alpha < 1, "--alpha must be in (0, 1) (got {})", o.alpha);
-  check_step_time_options(o.step);
+  validate_ab_options(o);  // every flag, both files readable, --json writable (validate.h)
   std::unique_ptr<std::ofstream> json = open_json_output(o.json_path);
   const RunLog a = read_run(o.a), b = read_run(o.b);
   const AbSamples sa = step_time_samples(a, o.step, "A"), sb = step_time_samples(b, o.step, "B");

@@ -1,15 +1,18 @@
 // The loopgate CLI's subcommands. `run` executes inside an MPI job (one process per rank); `gate` and `golden`
 // are plain processes that launch mpirun themselves; `ab` and `compare` read files of finished runs.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tools/loopgate/ab.h"
+#include "tools/loopgate/run_flags.h"
 #include "trainer/loop/train.h"
 
 namespace loopgate {
 
 struct RunOptions {
+  RunFlags flags;  // as the user gave them: validation messages name these, not the config's internals
   RunConfig config;
   std::string arm = "baseline";
   std::string trace_path;
@@ -23,7 +26,7 @@ struct GateOptions {
   std::vector<std::string> fixtures;  // empty = every CPU fixture
   std::vector<std::string> arms;      // empty = default candidates
   std::vector<std::string> checks;    // empty = every gate
-  int64_t iters = 0;                  // 0 = each gate's default
+  std::optional<int64_t> iters;       // unset = each gate's default
   std::string json_path, junit_path;
   std::string suites_exe;             // the gate suites executable (default: beside this binary)
   std::string mpiexec = "mpiexec";

@@ -14,6 +14,7 @@
 
 #include "tools/loopgate/ab.h"
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
@@ -332,10 +333,7 @@ nlohmann::json rows_json(const std::vector<Row>& rows) {
 }  // namespace
 
 int cmd_compare(const CompareOptions& o) {
-  LG_INPUT_CHECK(!o.a.empty() && !o.b.empty(), "compare needs at least one file for --a and one for --b");
-  LG_INPUT_CHECK(o.early >= 1, "--early must be >= 1 (got {})", o.early);
-  LG_INPUT_CHECK(o.alpha > 0 && o.alpha < 1, "--alpha must be in (0, 1) (got {})", o.alpha);
-  check_step_time_options(o.step);
+  validate_compare_options(o);  // every flag, every file readable, --json writable (validate.h)
   std::unique_ptr<std::ofstream> json = open_json_output(o.json_path);
   std::vector<Run> runs;
   for (const std::string& p : o.a) runs.push_back({'A', read_run(p)});

@@ -19,6 +19,7 @@
 #include "fixtures/fixtures.h"
 #include "fixtures/golden.h"
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
 #include "trainer/instrument/ledger.h"
 
@@ -199,9 +200,9 @@ int check(const GoldenOptions& o) {
 }  // namespace
 
 int cmd_golden(const GoldenOptions& o) {
+  validate_golden_options(o);  // before --update writes anything (validate.h)
   set_mpi_launch_env();
   if (!o.capture_dir.empty()) return capture(o);
-  if (o.check == o.update) return input_error("golden: give exactly one of --check or --update");
   return o.update ? update(o) : check(o);
 }
 

@@ -28,15 +28,19 @@ void add_gpu_flags(CLI::App* run, GpuFlags& f) {
 }
 
 void apply_gpu_flags(const GpuFlags& f, RunConfig& c) {
-  LG_INPUT_CHECK(f.device == "cpu" || f.device == "cuda", "--device must be cpu or cuda (got '{}')", f.device);
+  LG_INPUT_CHECK(f.device == "cpu" || f.device == "cuda", "--device '{}': must be cpu or cuda", f.device);
   c.model.device = f.device == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
   std::string dtype = f.params_dtype.empty() ? (f.device == "cuda" ? "bf16" : "fp32") : f.params_dtype;
-  LG_INPUT_CHECK(dtype == "fp32" || dtype == "bf16", "--params-dtype must be fp32 or bf16 (got '{}')", dtype);
+  LG_INPUT_CHECK(dtype == "fp32" || dtype == "bf16", "--params-dtype '{}': must be fp32 or bf16", dtype);
   c.model.dtype = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
   LG_INPUT_CHECK(!f.cupti || f.device == "cuda", "--cupti needs --device cuda");
   if (!f.capture_probe.empty()) {
-    LG_INPUT_CHECK(f.device == "cuda", "--capture-probe needs --device cuda (CUDA graphs)");
-    c.capture = parse_capture_spec(f.capture_probe);
+    LG_INPUT_CHECK(f.device == "cuda", "--capture-probe {}: needs --device cuda (CUDA graphs)", f.capture_probe);
+    try {
+      c.capture = parse_capture_spec(f.capture_probe);
+    } catch (const InputError& e) {
+      throw InputError(std::string("--capture-probe: ") + e.what());
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // on the page is read from the gate JSON or a Trace; every text is escaped. Sections, top to bottom: header,
 // verdict table, failures, one block per fixture. Docs: docs/report.md.
 #include "tools/loopgate/report.h"
+#include "tools/loopgate/paths.h"
 
 #include <fmt/format.h>
 
@@ -435,8 +436,11 @@ std::string render_report_file(const std::string& path, const std::string& gener
 }
 
 int cmd_report(const ReportOptions& o) {
-  LG_INPUT_CHECK(!o.gate_json.empty(), "--gate is required (the JSON of `loopgate gate --json`)");
+  // Before rendering: --gate readable, --out writable (paths.h).
+  check_input_file("--gate", o.gate_json);
   const fs::path out = o.out.empty() ? fs::absolute(o.gate_json).parent_path() / "report.html" : fs::absolute(o.out);
+  check_output_file(o.out.empty() ? "--out (default: report.html beside --gate)" : "--out",
+                    o.out.empty() ? out.string() : o.out);
   const std::string page = render_report_file(o.gate_json, utc_now());
   std::ofstream f(out);
   LG_INPUT_CHECK(f.good(), "--out: cannot write '{}'", out.string());

@@ -1,6 +1,6 @@
 // `loopgate run`: one arm on one fixture, inside an MPI job. Input is validated identically on every rank
-// before any collective, so bad input exits 2 everywhere with one line from rank 0; a failure after that
-// aborts the whole job (no rank is left waiting in a collective).
+// before any collective (validate.h), so bad input exits 2 everywhere with one line from rank 0; a failure
+// after that aborts the whole job (no rank is left waiting in a collective).
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <mpi.h>
@@ -13,6 +13,7 @@
 #include "fixtures/fixtures.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
+#include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
 #include "trainer/instrument/ledger.h"
 
@@ -97,12 +98,19 @@ int cmd_run(const RunOptions& o) {
   int rank = 0, size = 1;
   cli_mpi_init(&rank, &size);
 
-  // Validation that every rank does identically, before any collective.
+  // Validation that every rank does identically, before any collective; then one all-reduce so that ranks that
+  // could disagree (an output path seen differently on two hosts) still exit together: the lowest rank that
+  // found a problem prints it, one line, and every rank exits 2.
+  std::string problem;
   try {
-    check_world(o.config, size);
-    num_microbatches(o.config.data, Layout::build(size, o.config.layout));
+    validate_run_options(o, size);
   } catch (const InputError& e) {
-    if (rank == 0) std::fprintf(stderr, "loopgate: error: %s\n", e.what());
+    problem = e.what();
+  }
+  int first_bad = problem.empty() ? size : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first_bad < size) {
+    if (rank == first_bad) std::fprintf(stderr, "loopgate: error: %s\n", problem.c_str());
     MPI_Finalize();
     return 2;
   }

@@ -111,7 +111,7 @@ Param make_param(const ParamSpec& spec, const at::Tensor& shard, const ModelConf
 
 }  // namespace
 
-Params init_stage_params(const ModelConfig& cfg, const Layout& layout, int world_rank) {
+std::vector<StageParamShape> stage_param_shapes(const ModelConfig& cfg, const Layout& layout, int world_rank) {
   LG_INPUT_CHECK(cfg.hidden % cfg.heads == 0, "hidden {} is not divisible by heads {}", cfg.hidden, cfg.heads);
   LG_INPUT_CHECK(cfg.heads % layout.tp() == 0, "heads {} are not divisible by tp={}", cfg.heads, layout.tp());
   LG_INPUT_CHECK(cfg.vocab % layout.tp() == 0, "vocab {} is not divisible by tp={} (no vocab padding here)",
@@ -119,23 +119,51 @@ Params init_stage_params(const ModelConfig& cfg, const Layout& layout, int world
   LG_INPUT_CHECK(!layout.sequence_parallel() || cfg.seq % layout.tp() == 0,
                  "sequence parallel needs seq {} divisible by tp={}", cfg.seq, layout.tp());
   const Coord c = layout.coord(world_rank);
-  const bool tied_over_pp = cfg.tie_embeddings && layout.pp() > 1;
-  std::vector<ParamSpec> specs = gpt_param_specs(cfg);
-  std::vector<at::Tensor> full = init_full_model(cfg, specs);
-  Params params;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    if (!spec_on_stage(specs[i], cfg, layout.pp(), c.pp)) continue;
-    Param p = make_param(specs[i], shard_tensor_parallel(full[i], specs[i], layout.tp(), c.tp), cfg, layout);
-    if (i == 0) p.embedding_tied = tied_over_pp;
-    params.push_back(std::move(p));
-  }
+  const std::vector<ParamSpec> specs = gpt_param_specs(cfg);
+  auto local_shape = [&](const ParamSpec& spec) {
+    std::vector<int64_t> shape = spec.shape;
+    if (spec.tp_dim >= 0 && layout.tp() > 1) {  // the slice shard_tensor_parallel takes
+      const int64_t n = shape[static_cast<size_t>(spec.tp_dim)];
+      LG_INPUT_CHECK(n % layout.tp() == 0, "{}: dim {} of size {} is not divisible by tp={}", spec.name, spec.tp_dim,
+                     n, layout.tp());
+      shape[static_cast<size_t>(spec.tp_dim)] = n / layout.tp();
+    }
+    return shape;
+  };
+  std::vector<StageParamShape> out;
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (spec_on_stage(specs[i], cfg, layout.pp(), c.pp)) out.push_back({i, local_shape(specs[i]), false});
   // Megatron keeps a separate output weight on the last stage, equal to the word embedding at init and kept
   // equal by the tied-grad all-reduce in finalize_model_grads (language_module.py, shared_embedding).
-  if (tied_over_pp && c.pp == layout.pp() - 1) {
-    Param p = make_param(specs[0], shard_tensor_parallel(full[0], specs[0], layout.tp(), c.tp), cfg, layout);
-    p.name = "output_layer.weight";
-    p.embedding_tied = true;
-    p.shared = true;
+  if (cfg.tie_embeddings && layout.pp() > 1 && c.pp == layout.pp() - 1) out.push_back({0, local_shape(specs[0]), true});
+  return out;
+}
+
+std::vector<int64_t> stage_param_numels(const ModelConfig& cfg, const Layout& layout, int world_rank) {
+  std::vector<int64_t> numels;
+  for (const StageParamShape& s : stage_param_shapes(cfg, layout, world_rank)) {
+    int64_t n = 1;
+    for (int64_t d : s.shape) n *= d;
+    numels.push_back(n);
+  }
+  return numels;
+}
+
+Params init_stage_params(const ModelConfig& cfg, const Layout& layout, int world_rank) {
+  const std::vector<StageParamShape> plan = stage_param_shapes(cfg, layout, world_rank);  // validates first
+  const Coord c = layout.coord(world_rank);
+  const bool tied_over_pp = cfg.tie_embeddings && layout.pp() > 1;
+  std::vector<ParamSpec> specs = gpt_param_specs(cfg);
+  std::vector<at::Tensor> full = init_full_model(cfg, specs);  // every draw, even for params kept elsewhere
+  Params params;
+  for (const StageParamShape& s : plan) {
+    Param p = make_param(specs[s.spec], shard_tensor_parallel(full[s.spec], specs[s.spec], layout.tp(), c.tp), cfg,
+                         layout);
+    if (s.spec == 0) p.embedding_tied = tied_over_pp;
+    if (s.output_copy) {
+      p.name = "output_layer.weight";
+      p.shared = true;
+    }
     params.push_back(std::move(p));
   }
   return params;

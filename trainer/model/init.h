@@ -45,6 +45,19 @@ at::Tensor shard_tensor_parallel(const at::Tensor& full, const ParamSpec& spec, 
 int stage_of_layer(const ModelConfig& cfg, int pp, int layer);
 bool spec_on_stage(const ParamSpec& spec, const ModelConfig& cfg, int pp, int stage);
 
+// One of this rank's parameters before any tensor exists: which spec it comes from and its local (TP-sliced)
+// shape. `output_copy`: the last stage's copy of the tied word embedding when pp > 1.
+struct StageParamShape {
+  size_t spec = 0;  // index into gpt_param_specs(cfg)
+  std::vector<int64_t> shape;
+  bool output_copy = false;
+};
+// This rank's parameters in registration order, shapes only (no draw, no allocation): what init_stage_params
+// builds, so a caller can lay out the grad buffer (and validate flags against it) without building the model.
+// InputError when the model does not fit the layout (heads, vocab, seq or layers vs tp / pp).
+std::vector<StageParamShape> stage_param_shapes(const ModelConfig& cfg, const Layout& layout, int world_rank);
+std::vector<int64_t> stage_param_numels(const ModelConfig& cfg, const Layout& layout, int world_rank);
+
 // This rank's parameters (leaves, requires_grad, cfg.dtype) in registration order. With tied embeddings and
 // pp > 1 the last stage also gets "output_layer.weight": a copy of the word embedding (Megatron: shared).
 Params init_stage_params(const ModelConfig& cfg, const Layout& layout, int world_rank);

@@ -96,30 +96,43 @@ struct GradReadyHook : torch::autograd::FunctionPostHook {
 
 // ---- layout: reverse registration order, buckets closed at >= bucket_size (Megatron _does_param_require_new_bucket) ----
 
+BucketLayout layout_grad_buckets(const std::vector<int64_t>& numels, int64_t bucket_size) {
+  LG_CHECK(bucket_size >= 1, "GradBuffer: bucket_size {} must be >= 1", bucket_size);
+  const int n = static_cast<int>(numels.size());
+  BucketLayout b;
+  b.offset.assign(n, 0);
+  b.bucket_of.assign(n, -1);
+  int64_t bucket_start = 0;
+  std::vector<int> current;
+  for (int i = n - 1; i >= 0; --i) {
+    b.offset[i] = b.total;
+    b.total += numels[i];
+    current.push_back(i);
+    if (b.total - bucket_start >= bucket_size || i == 0) {
+      for (int j : current) b.bucket_of[j] = static_cast<int>(b.members.size());
+      b.members.push_back(current);
+      b.ranges.emplace_back(bucket_start, b.total - bucket_start);
+      current.clear();
+      bucket_start = b.total;
+    }
+  }
+  return b;
+}
+
 GradBuffer::GradBuffer(const Params& params, CommPtr dp, GradBufferConfig config) : state_(std::make_shared<State>()) {
   LG_CHECK(dp != nullptr, "GradBuffer: no data-parallel group");
-  LG_CHECK(config.bucket_size >= 1, "GradBuffer: bucket_size {} must be >= 1", config.bucket_size);
   State& s = *state_;
   s.dp = std::move(dp);
   s.owner = this;
   const int n = static_cast<int>(params.size());
-  std::vector<int64_t> offset(n);
-  int64_t total = 0, bucket_start = 0;
-  s.bucket_of.assign(n, -1);
-  std::vector<std::pair<int64_t, int64_t>> bucket_ranges;
-  std::vector<int> current;
-  for (int i = n - 1; i >= 0; --i) {
-    offset[i] = total;
-    total += params[i].value.numel();
-    current.push_back(i);
-    if (total - bucket_start >= config.bucket_size || i == 0) {
-      for (int j : current) s.bucket_of[j] = static_cast<int>(s.bucket_members.size());
-      s.bucket_members.push_back(current);
-      bucket_ranges.emplace_back(bucket_start, total - bucket_start);
-      current.clear();
-      bucket_start = total;
-    }
-  }
+  std::vector<int64_t> numels;
+  for (const Param& p : params) numels.push_back(p.value.numel());
+  const BucketLayout b = layout_grad_buckets(numels, config.bucket_size);
+  const std::vector<int64_t>& offset = b.offset;
+  const int64_t total = b.total;
+  s.bucket_of = b.bucket_of;
+  s.bucket_members = b.members;
+  const auto& bucket_ranges = b.ranges;
   const c10::Device device = n > 0 ? params[0].value.device() : c10::Device(c10::kCPU);
   s.data = at::zeros({total}, at::TensorOptions().dtype(at::kFloat).device(device));  // fp32 grads
   for (auto [start, len] : bucket_ranges) s.bucket_views.push_back(s.data.narrow(0, start, len));

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "trainer/model/param.h"
@@ -27,6 +28,19 @@ constexpr int64_t kDefaultBucketSize = 8192;
 struct GradBufferConfig {
   int64_t bucket_size = kDefaultBucketSize;  // elements
 };
+
+// Where each param's grad lives and which params form each bucket: a pure function of the params' element
+// counts (registration order) and the bucket size, so flags can be checked against a rank's buckets without
+// building the model (trainer/model/init.h stage_param_shapes). GradBuffer lays itself out with it.
+struct BucketLayout {
+  std::vector<int64_t> offset;                // param -> first element in the buffer
+  std::vector<int> bucket_of;                 // param -> bucket
+  std::vector<std::vector<int>> members;      // bucket -> params, in buffer order
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // bucket -> (start, length) in elements
+  int64_t total = 0;
+  int num_buckets() const { return static_cast<int>(members.size()); }
+};
+BucketLayout layout_grad_buckets(const std::vector<int64_t>& numels, int64_t bucket_size);
 
 class GradBuffer {
  public:

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# bad_input.sh LOOPGATE MPIEXEC SRC_DIR: runs every row of bad_input_table.sh against the real `loopgate` binary
+# (under `MPIEXEC -q -n N` where the row says so) and asserts, per row: exit code 2; exactly one non-empty stderr
+# line, starting "loopgate: error: " and holding the row's substring (the flag and the value); nothing on stdout
+# (no log line, no "loopgate scenario:", no table: no work done); finished within LOOPGATE_BAD_INPUT_LIMIT_S
+# seconds (default 10; rows run LOOPGATE_BAD_INPUT_JOBS at a time, default 2). After the table: golden/ byte for byte unchanged (hashed before and after) and the
+# scratch folder holding nothing a refused command created. Exit 0 when every row passes, 1 otherwise.
+# LOOPGATE_BAD_INPUT_ROWS=REGEX runs only the rows whose argv matches (while working on one check).
+# `-q` keeps mpiexec's own "a process returned a non-zero exit code" notice off stderr: that is the launcher's
+# line, not loopgate's.
+set -u
+LG=$1 MPIEXEC=$2 SRC=$3
+LIMIT=${LOOPGATE_BAD_INPUT_LIMIT_S:-10}
+EX=$SRC/docs/examples/megatron
+WORK=$(mktemp -d /tmp/loopgate-bad-input-XXXXXX)
+printf '#!/bin/sh\n' >"$WORK/mpiexec"  # a launcher that is not executable (mode 644)
+
+tree_hash() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1); }
+golden_before=$(tree_hash "$SRC/golden")
+work_before=$(cd "$WORK" && find . | sort)
+
+# Rows run JOBS at a time (default 2: each is mostly LibTorch loading, ~0.5 s of CPU); results come back in row order.
+JOBS=${LOOPGATE_BAD_INPUT_JOBS:-2}
+RES=$(mktemp -d /tmp/loopgate-bad-input-results-XXXXXX)
+trap 'rm -rf "$WORK" "$RES"' EXIT
+rows=0
+declare -a row_np row_expect row_args
+row() {
+  local np=$1 expect=$2
+  shift 2
+  [[ "$*" =~ ${LOOPGATE_BAD_INPUT_ROWS:-} ]] || return 0  # a developer's filter on the argv (a regex)
+  rows=$((rows + 1))
+  row_np[$rows]=$np row_expect[$rows]=$expect row_args[$rows]="$*"
+  local -a cmd
+  if [ "$np" -gt 0 ]; then cmd=("$MPIEXEC" -q -n "$np" "$LG" "$@"); else cmd=("$LG" "$@"); fi
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+  (
+    start=$(date +%s%N)
+    timeout -k 5 $((LIMIT * 3)) "${cmd[@]}" >"$RES/$rows.out" 2>"$RES/$rows.err" </dev/null
+    echo $? >"$RES/$rows.rc"
+    echo $((($(date +%s%N) - start) / 1000000)) >"$RES/$rows.ms"
+  ) &
+}
+
+# shellcheck source=bad_input_table.sh
+source "$(dirname "$0")/bad_input_table.sh"
+wait
+
+failed=0 slowest=0
+results=()
+for ((i = 1; i <= rows; i++)); do
+  np=${row_np[$i]} expect=${row_expect[$i]} rc=$(cat "$RES/$i.rc") ms=$(cat "$RES/$i.ms")
+  [ "$ms" -gt "$slowest" ] && slowest=$ms
+  problems=()
+  lines=$(grep -c . "$RES/$i.err")
+  first=$(grep -m1 . "$RES/$i.err")
+  [ "$rc" -eq 2 ] || problems+=("exit code $rc, expected 2")
+  [ "$lines" -eq 1 ] || problems+=("$lines non-empty stderr lines, expected 1")
+  [[ "$first" == "loopgate: error: "* ]] || problems+=("stderr does not start with 'loopgate: error: '")
+  grep -qF -- "$expect" "$RES/$i.err" || problems+=("stderr lacks: $expect")
+  [ ! -s "$RES/$i.out" ] || problems+=("stdout not empty ($(wc -l <"$RES/$i.out") lines: work was done)")
+  [ "$ms" -le $((LIMIT * 1000)) ] || problems+=("took $ms ms, limit ${LIMIT} s")
+  label="np $np"
+  [ "$np" -gt 0 ] || label="    "
+  if [ ${#problems[@]} -eq 0 ]; then
+    results+=("$(printf 'ok   %3d %s %6d ms  loopgate %s' "$i" "$label" "$ms" "${row_args[$i]}")")
+  else
+    failed=$((failed + 1))
+    results+=("$(printf 'FAIL %3d %s %6d ms  loopgate %s' "$i" "$label" "$ms" "${row_args[$i]}")")
+    for p in "${problems[@]}"; do results+=("       $p"); done
+    results+=("       stderr: $(head -c 600 "$RES/$i.err" | tr '\n' '|')")
+    results+=("       stdout: $(head -c 300 "$RES/$i.out" | tr '\n' '|')")
+  fi
+done
+
+printf '%s\n' "${results[@]}"
+golden_after=$(tree_hash "$SRC/golden")
+work_after=$(cd "$WORK" && find . | sort)
+if [ "$golden_before" != "$golden_after" ]; then
+  echo "FAIL golden/ changed during the table (sha256 of the tree $golden_before -> $golden_after)"
+  failed=$((failed + 1))
+fi
+if [ "$work_before" != "$work_after" ]; then
+  echo "FAIL a refused command left files behind in the scratch folder:"
+  diff <(echo "$work_before") <(echo "$work_after") | sed 's/^/       /'
+  failed=$((failed + 1))
+fi
+echo "bad input: $rows rows, $failed failed; golden/ unchanged: $([ "$golden_before" = "$golden_after" ] && echo yes || echo NO); slowest row $slowest ms (limit $LIMIT s)"
+[ "$failed" -eq 0 ]

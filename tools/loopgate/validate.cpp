@@ -1,0 +1,310 @@
+// Every subcommand's input checked before any work (validate.h). `loopgate run`'s checks mirror what the trainer
+// would assert later (Layout::build, init_stage_params, num_microbatches, OptimizerParamScheduler, the fault
+// injector's silent no-match) but speak in the user's flags: "--lr-warmup-iters (fixture default 2)", not
+// "lr_warmup_steps 16". A flag left out is shown with the fixture's value, so the line says what to change.
+// Not here: single flags' ranges (run_flags.cpp), parsing (CLI11, fault.h), the runs themselves.
+#include "tools/loopgate/validate.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "fixtures/fixtures.h"
+#include "fixtures/golden.h"
+#include "tools/loopgate/verdicts.h"
+#include "trainer/common/error.h"
+#include "trainer/model/init.h"
+#include "trainer/optim/grad_buffer.h"
+
+namespace loopgate {
+namespace {
+
+namespace fs = std::filesystem;
+
+// "--flag V" when the user gave it, "--flag (fixture default V)" when the fixture chose it.
+template <class T>
+std::string shown(const char* flag, bool given, const T& value, const char* default_of = "fixture default") {
+  return given ? fmt::format("{} {}", flag, value) : fmt::format("{} ({} {})", flag, default_of, value);
+}
+
+template <class Fn>
+auto with_flag(const std::string& flag, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", flag, e.what()));
+  }
+}
+
+std::string ranks_text(int first, int last) {  // "rank 3" or "ranks 4-7"
+  return first == last ? fmt::format("rank {}", first) : fmt::format("ranks {}-{}", first, last);
+}
+
+// ---- loopgate run: the job, the layout, the model shape ----
+
+void check_world_and_layout(const RunOptions& o, int world) {
+  const RunFlags& f = o.flags;
+  const RunConfig& c = o.config;
+  const Fixture& fx = find_fixture(c.fixture);
+  LG_INPUT_CHECK(world == fx.world, "--fixture {} needs {} rank{} (mpirun -np {}); this job has {}", fx.name, fx.world,
+                 fx.world == 1 ? "" : "s", fx.world, world);
+  const int tp = c.layout.tp, pp = c.layout.pp;
+  LG_INPUT_CHECK(world % (tp * pp) == 0, "{} x {} = {} does not divide the job's {} rank{} (--fixture {})",
+                 shown("--tensor-model-parallel-size", f.tp.has_value(), tp),
+                 shown("--pipeline-model-parallel-size", f.pp.has_value(), pp), tp * pp, world, world == 1 ? "" : "s",
+                 fx.name);
+}
+
+void check_model_shape(const RunOptions& o) {
+  const RunFlags& f = o.flags;
+  const RunConfig& c = o.config;
+  const ModelConfig& m = c.model;
+  const int tp = c.layout.tp, pp = c.layout.pp;
+  const std::string hidden = shown("--hidden-size", f.hidden.has_value(), m.hidden);
+  const std::string heads = shown("--num-attention-heads", f.heads.has_value(), m.heads);
+  const std::string tps = shown("--tensor-model-parallel-size", f.tp.has_value(), tp);
+  LG_INPUT_CHECK(m.hidden % m.heads == 0, "{} is not divisible by {} (each head gets hidden / heads channels)", hidden,
+                 heads);
+  LG_INPUT_CHECK(m.heads % tp == 0, "{} is not divisible by {} (each tensor-parallel rank holds whole heads)", heads,
+                 tps);
+  LG_INPUT_CHECK(m.vocab % tp == 0, "{}: the vocabulary ({} tokens, fixed) is not divisible by it (no vocab padding)",
+                 tps, m.vocab);
+  const std::string sp = f.sp ? "--sequence-parallel" : "sequence parallel (fixture default)";
+  LG_INPUT_CHECK(!c.layout.sequence_parallel || m.seq % tp == 0, "{} needs {} divisible by {}{}", sp,
+                 shown("--seq-length", f.seq.has_value(), m.seq), tps,
+                 f.sp ? "" : " (--no-sequence-parallel turns it off)");
+  LG_INPUT_CHECK(m.layers % pp == 0, "{} is not divisible by {} (layers are split evenly over the stages)",
+                 shown("--num-layers", f.layers.has_value(), m.layers),
+                 shown("--pipeline-model-parallel-size", f.pp.has_value(), pp));
+}
+
+void check_batch(const RunOptions& o, const Layout& layout) {
+  const RunFlags& f = o.flags;
+  const DataConfig& d = o.config.data;
+  const int per_step = d.micro_batch * layout.dp();
+  LG_INPUT_CHECK(d.global_batch % per_step == 0, "{} is not divisible by {} x data-parallel size {} = {}",
+                 shown("--global-batch-size", f.gbs.has_value(), d.global_batch),
+                 shown("--micro-batch-size", f.mbs.has_value(), d.micro_batch), layout.dp(), per_step);
+}
+
+// Megatron's OptimizerParamScheduler asserts, in iterations and flags rather than samples.
+void check_schedule(const RunOptions& o) {
+  const RunFlags& f = o.flags;
+  const RunConfig& c = o.config;
+  const SchedulerIters& s = c.schedule;
+  LG_INPUT_CHECK(s.min_lr <= s.lr, "{} must be >= {} (Megatron asserts max_lr >= min_lr)",
+                 shown("--lr", f.lr.has_value(), s.lr), shown("--min-lr", f.min_lr.has_value(), s.min_lr));
+  const std::string iters = shown("--iters", f.iters.has_value(), c.train_iters);
+  const int64_t decay = s.lr_decay_iters.value_or(c.train_iters);
+  const std::string decay_text = f.decay_iters ? fmt::format("--lr-decay-iters {}", decay)
+                                               : fmt::format("--lr-decay-iters, default {}", iters);
+  std::vector<std::string> given;
+  if (f.iters && !f.decay_iters) given.push_back(fmt::format("--iters {}", c.train_iters));
+  if (f.decay_iters) given.push_back(fmt::format("--lr-decay-iters {}", decay));
+  if (f.warmup) given.push_back(fmt::format("--lr-warmup-iters {}", s.lr_warmup_iters));
+  std::string lead;
+  for (const std::string& g : given) lead += (lead.empty() ? "" : ", ") + g;
+  LG_INPUT_CHECK(s.lr_warmup_fraction || s.lr_warmup_iters < decay,
+                 "{}{}the LR warmup ({}) must be shorter than the decay ({})", lead, lead.empty() ? "" : ": ",
+                 f.warmup ? fmt::format("--lr-warmup-iters {}", s.lr_warmup_iters)
+                          : fmt::format("--lr-warmup-iters, fixture default {}", s.lr_warmup_iters),
+                 decay_text);
+  LG_INPUT_CHECK(s.lr_decay_style != LrDecayStyle::kWSD || s.lr_wsd_decay_iters,
+                 "--lr-decay-style WSD needs --lr-wsd-decay-iters (the anneal's length in iterations)");
+}
+
+void check_gpu_and_probe(const RunOptions& o) {
+  const RunConfig& c = o.config;
+#if !LOOPGATE_HAS_CUDA
+  LG_INPUT_CHECK(!c.model.device.is_cuda(),
+                 "--device cuda: this loopgate was built without the GPU tier (configure with LOOPGATE_CUDA=ON)");
+#endif
+  LG_INPUT_CHECK(!c.capture.enabled() || c.capture.iteration <= c.train_iters,
+                 "--capture-probe {}@{}: iteration {} is past the run ({})", c.capture.region, c.capture.iteration,
+                 c.capture.iteration, shown("--iters", o.flags.iters.has_value(), c.train_iters));
+}
+
+// ---- loopgate run: --inject against the run (a spec that matches nothing would report a clean run) ----
+
+void check_fault(const RunOptions& o, const Layout& layout, const FaultSpec& s, const std::string& where) {
+  const RunFlags& f = o.flags;
+  const RunConfig& c = o.config;
+  const int world = layout.world();
+  LG_INPUT_CHECK(s.iteration < c.train_iters,
+                 "{}: iter={} is past the run: {} runs iterations 0-{} (inject's iter counts from 0)", where,
+                 s.iteration, shown("--iters", f.iters.has_value(), c.train_iters), c.train_iters - 1);
+  LG_INPUT_CHECK(s.rank < world, "{}: rank={} is outside the job: --fixture {} runs {} rank{} ({})", where, s.rank,
+                 c.fixture, world, world == 1 ? "" : "s", world == 1 ? "0" : fmt::format("0-{}", world - 1));
+  if (s.site == FaultSpec::Site::kLoss) {
+    const int micro = num_microbatches(c.data, layout);
+    LG_INPUT_CHECK(s.microbatch < micro,
+                   "{}: mb={} is beyond the {} microbatch{} of an iteration (0-{}: {} / ({} x data-parallel size {}))",
+                   where, s.microbatch, micro, micro == 1 ? "" : "es", micro - 1,
+                   shown("--global-batch-size", f.gbs.has_value(), c.data.global_batch),
+                   shown("--micro-batch-size", f.mbs.has_value(), c.data.micro_batch), layout.dp());
+    const int last_first = (layout.pp() - 1) * layout.tp() * layout.dp();
+    LG_INPUT_CHECK(s.rank < 0 || layout.is_last_stage(s.rank),
+                   "{}: rank={} holds pipeline stage {} of {}, which computes no loss (site=loss fires on the last "
+                   "stage: {})",
+                   where, s.rank, s.rank >= 0 ? layout.coord(s.rank).pp : 0, layout.pp(),
+                   ranks_text(last_first, world - 1));
+    return;
+  }
+  if (s.bucket < 0) return;
+  const int64_t size = c.bucket_size > 0 ? c.bucket_size : kDefaultBucketSize;
+  const std::string size_text = shown("--grad-bucket-size", f.bucket.has_value(), size, "default");
+  for (int r = s.rank < 0 ? 0 : s.rank; r < (s.rank < 0 ? world : s.rank + 1); ++r) {
+    const int n = grad_buckets_of_rank(c, layout, r);
+    LG_INPUT_CHECK(s.bucket < n, "{}: bucket={} is beyond rank {}'s {} grad bucket{} (0-{}) with {}{}", where, s.bucket,
+                   r, n, n == 1 ? "" : "s", n - 1, size_text,
+                   s.rank < 0 ? fmt::format("; the spec targets every rank: name one with rank=R or pick a bucket "
+                                            "below {}", n)
+                              : "");
+  }
+}
+
+void check_faults(const RunOptions& o, const Layout& layout) {
+  const std::vector<FaultSpec>& specs = o.config.faults;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const std::string where =
+        specs.size() == 1 ? fmt::format("--inject {}", quoted(o.flags.inject.value_or(to_string(specs[k]))))
+                          : fmt::format("--inject spec {} of {} ({})", k + 1, specs.size(), quoted(to_string(specs[k])));
+    check_fault(o, layout, specs[k], where);
+  }
+}
+
+}  // namespace
+
+int grad_buckets_of_rank(const RunConfig& c, const Layout& layout, int rank) {
+  const int64_t size = c.bucket_size > 0 ? c.bucket_size : kDefaultBucketSize;  // as train.cpp setup() does
+  return layout_grad_buckets(stage_param_numels(c.model, layout, rank), size).num_buckets();
+}
+
+void validate_run_options(const RunOptions& o, int world) {
+  check_world_and_layout(o, world);
+  const Layout layout = Layout::build(world, o.config.layout);
+  check_model_shape(o);
+  check_batch(o, layout);
+  check_schedule(o);
+  check_gpu_and_probe(o);
+  check_faults(o, layout);
+  if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path);
+}
+
+// ---- loopgate gate ----
+
+namespace {
+
+// The gate's runs share the fixtures' LR schedule, and lr_schedule's skipped-steps case compares with golden/:
+// an --iters outside these bounds fails every scenario or makes the LR gate's planted defect undetectable.
+void check_gate_iters(const GateOptions& o, const std::vector<std::string>& fixtures) {
+  const int64_t n = *o.iters;
+  LG_INPUT_CHECK(n >= 1, "--iters {}: must be >= 1 (leave it out for each gate's own count)", n);
+  for (const std::string& fx : fixtures) {
+    const int64_t warmup = fixture_config(fx).schedule.lr_warmup_iters;
+    LG_INPUT_CHECK(n > warmup, "--iters {}: the {} fixture's LR warmup is {} iterations, and the warmup must be "
+                   "shorter than the run (need --iters >= {})", n, fx, warmup, warmup + 1);
+  }
+  const bool lr_gate = o.checks.empty() || std::count(o.checks.begin(), o.checks.end(), "lr_schedule") > 0;
+  const bool lr_iters_from_flag = std::any_of(fixtures.begin(), fixtures.end(), [](const std::string& fx) {
+    return fx != "dp64";  // dp64's LR scenario has its own 8 iterations (suites/lr_schedule.cpp lr_iters)
+  });
+  if (!lr_gate || !lr_iters_from_flag) return;
+  const LrCase& skip = find_lr_case("cosine-skipped-steps");  // suites/lr_schedule.cpp skip_case()
+  const int64_t first_skip = *std::min_element(skip.skipped_iterations.begin(), skip.skipped_iterations.end());
+  LG_INPUT_CHECK(n >= first_skip, "--iters {}: the lr_schedule gate skips a step at iteration {}; a shorter run skips "
+                 "none, so its planted defect could not be rejected (need --iters >= {}, or --check without "
+                 "lr_schedule)", n, first_skip, first_skip);
+  LG_INPUT_CHECK(n <= kLrIterations, "--iters {}: the lr_schedule gate compares with the {} iterations of "
+                 "golden/lr_sequences.json (need --iters <= {}, or --check without lr_schedule)", n, kLrIterations,
+                 kLrIterations);
+}
+
+}  // namespace
+
+void validate_gate_options(const GateOptions& o) {
+  // Arm and fixture names are checked by cmd_gate against the suites executable, which may register its own;
+  // the iteration rules below apply to the fixtures this process knows.
+  std::vector<std::string> fixtures;
+  for (const std::string& f : o.fixtures)
+    for (const Fixture& known : all_fixtures())
+      if (known.name == f) fixtures.push_back(f);
+  if (o.fixtures.empty())
+    for (const Fixture& f : all_fixtures()) fixtures.push_back(f.name);
+  std::string known;
+  for (const auto& [check, suite] : gate_checks()) known += (known.empty() ? "" : ", ") + check;
+  for (const std::string& c : o.checks) {
+    bool found = false;
+    for (const auto& [check, suite] : gate_checks()) found = found || check == c;
+    LG_INPUT_CHECK(found, "--check {}: unknown gate (known: {})", quoted(c), known);
+  }
+  if (o.iters) check_gate_iters(o, fixtures);
+  LG_INPUT_CHECK(o.jobs >= 1, "--jobs {}: must be >= 1", o.jobs);
+  LG_INPUT_CHECK(o.progress_timeout > 0, "--progress-timeout {}: must be > 0 seconds", o.progress_timeout);
+  struct stat st;
+  LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(o.suites_exe.c_str(), X_OK) == 0,
+                 "--suites-exe {}: the gate suites executable is missing (build it: cmake --build --preset cpu)",
+                 o.suites_exe);
+  check_launcher("--mpiexec", o.mpiexec);
+  if (!o.json_path.empty()) check_output_file("--json", o.json_path);
+  if (!o.junit_path.empty()) check_output_file("--junit", o.junit_path);
+}
+
+// ---- loopgate golden ----
+
+void validate_golden_options(const GoldenOptions& o) {
+  if (!o.capture_dir.empty()) return;  // the internal per-fixture worker: `golden --update` validated its launch
+  LG_INPUT_CHECK(o.check != o.update, "golden: give exactly one of --check or --update{}",
+                 o.check ? " (got both)" : "");
+  std::vector<std::string> fixtures = o.fixtures;
+  for (const std::string& f : o.fixtures) with_flag("--fixture", [&] { return find_fixture(f); });
+  if (fixtures.empty())
+    for (const Fixture& f : all_fixtures()) fixtures.push_back(f.name);
+  check_launcher("--mpiexec", o.mpiexec);
+  const std::string& g = o.golden_dir;
+  if (o.update) {
+    check_output_dir("--golden-dir", g);
+    return;
+  }
+  auto need = [&](const std::string& rel) {
+    struct stat st;
+    const std::string p = g + "/" + rel;
+    LG_INPUT_CHECK(stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(p.c_str(), R_OK) == 0,
+                   "--golden-dir {}: {} is missing or unreadable (make it with `loopgate golden --update`)", g, rel);
+  };
+  need("lr_sequences.json");
+  need("sync_budgets.json");
+  for (const std::string& fx : fixtures) {
+    need(fx + "/golden_values_cpu.json");
+    need(fx + "/environment_cpu.json");
+  }
+}
+
+// ---- loopgate ab, compare ----
+
+void validate_ab_options(const AbOptions& o) {
+  LG_INPUT_CHECK(o.alpha > 0 && o.alpha < 1, "--alpha {}: must be in (0, 1)", o.alpha);
+  check_step_time_options(o.step);
+  check_input_file("A", o.a);
+  check_input_file("B", o.b);
+  if (!o.json_path.empty()) check_output_file("--json", o.json_path);
+}
+
+void validate_compare_options(const CompareOptions& o) {
+  LG_INPUT_CHECK(!o.a.empty() && !o.b.empty(), "compare needs at least one file for --a and one for --b");
+  LG_INPUT_CHECK(o.early >= 1, "--early {}: must be >= 1", o.early);
+  LG_INPUT_CHECK(o.alpha > 0 && o.alpha < 1, "--alpha {}: must be in (0, 1)", o.alpha);
+  check_step_time_options(o.step);
+  for (const std::string& p : o.a) check_input_file("--a", p);
+  for (const std::string& p : o.b) check_input_file("--b", p);
+  if (!o.json_path.empty()) check_output_file("--json", o.json_path);
+}
+
+}  // namespace loopgate

@@ -1,0 +1,28 @@
+// Bad input refused before any work, in every subcommand: the checks that need more than one flag or the job
+// (world size, model shape against the layout, batch divisibility, LR relations, --inject against the run,
+// output paths writable, launchers found). Each throws InputError with one line naming the user's flag and
+// value (never an internal sample count); the CLI prints it as `loopgate: error: ...` and exits 2.
+// `loopgate report` checks its paths itself (paths.h). Not here: each run flag's own range (run_flags.h); the
+// library-level LG_INPUT_CHECKs, which stay as a backstop.
+#pragma once
+#include <string>
+
+#include "tools/loopgate/commands.h"
+#include "tools/loopgate/paths.h"
+
+namespace loopgate {
+
+// `loopgate run` on a job of `world` ranks: a pure function of the options and the world, so every rank reaches
+// the same verdict before any collective. Includes the --trace path check (stat only: nothing is created).
+void validate_run_options(const RunOptions& options, int world);
+
+// The grad buckets rank `rank` will have: its parameters' shapes (no model built) laid out the way GradBuffer
+// lays them out (trainer/optim/grad_buffer.h layout_grad_buckets).
+int grad_buckets_of_rank(const RunConfig& config, const Layout& layout, int rank);
+
+void validate_gate_options(const GateOptions& options);
+void validate_golden_options(const GoldenOptions& options);
+void validate_ab_options(const AbOptions& options);
+void validate_compare_options(const CompareOptions& options);
+
+}  // namespace loopgate
