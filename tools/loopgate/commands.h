@@ -70,6 +70,17 @@ struct AbOptions {
 };
 int cmd_ab(const AbOptions& options);  // 0 report printed, 2 bad input
 
+// `loopgate ab --arms A,B` inside mpirun: the arms alternate in phases over one model (tools/loopgate/ab_phases.cpp).
+struct AbPhaseOptions {
+  RunOptions run;                 // the fixture and run flags (--iters, --trace, --syncs, --arm, --inject: refused)
+  std::string arm_a, arm_b;
+  int phases = 6;                 // per arm; the first of each is warm-up
+  int64_t phase_iters = 20;       // iterations per phase (a multiple of --log-interval)
+  double alpha = 0.05;
+  std::string json_path;
+};
+int cmd_ab_phases(const AbPhaseOptions& options);  // 0 measured (arms bit-identical), 1 not bit-identical, 2 bad input
+
 // `loopgate compare --a ... --b ...`: did the change keep the numbers (docs/compare.md).
 struct CompareOptions {
   std::vector<std::string> a, b;

@@ -134,10 +134,22 @@ int main(int argc, char** argv) {
   golden->add_option("--capture", gd.capture_dir)->group("");  // internal: the per-fixture MPI worker of --update
 
   AbOptions ab;
-  CLI::App* ab_cmd = app.add_subcommand("ab", "step time A vs B from two runs' files (Megatron logs, Traces, golden values)");
-  ab_cmd->add_option("a", ab.a, "run A: Megatron log, loopgate Trace or golden-values JSON (readable)")->required();
-  ab_cmd->add_option("b", ab.b, "run B (readable)")->required();
+  AbPhaseOptions abp;
+  RunFlags abrf;
+  std::vector<std::string> ab_arms;
+  CLI::App* ab_cmd = app.add_subcommand(
+      "ab", "step time A vs B: from two runs' files (Megatron logs, Traces, golden values), or, inside mpirun with "
+            "--arms A,B, two arms alternating in phases over one model");
+  ab_cmd->add_option("a", ab.a, "run A: Megatron log, loopgate Trace or golden-values JSON (readable)");
+  ab_cmd->add_option("b", ab.b, "run B (readable)");
   add_ab_flags(ab_cmd, ab.json_path, ab.alpha, ab.step);
+  ab_cmd->add_option("--arms", ab_arms, "in-process mode: the two arms A,B that alternate (inside mpirun)")
+      ->delimiter(',');
+  ab_cmd->add_option("--phases", abp.phases, "in-process: phases per arm, >= 3 (the first is warm-up; default 6)");
+  ab_cmd->add_option("--phase-iters", abp.phase_iters,
+                     "in-process: iterations per phase, a multiple of --log-interval (default 20)");
+  add_run_flags(ab_cmd, abrf);
+  add_gpu_flags(ab_cmd, gpu_flags());
 
   CompareOptions cmp;
   CLI::App* compare = app.add_subcommand("compare", "did the change keep the numbers: verdict rows over runs of A and B");
@@ -195,7 +207,21 @@ int main(int argc, char** argv) {
       if (go.suites_exe.empty()) go.suites_exe = self.substr(0, self.rfind('/')) + "/../suites/loopgate_gates";
       return cmd_gate(go);
     }
-    if (*ab_cmd) return cmd_ab(ab);
+    if (*ab_cmd) {
+      if (ab_arms.empty()) {
+        LG_INPUT_CHECK(!ab.a.empty() && !ab.b.empty(), "ab: give two run files (loopgate ab A B), or --arms A,B inside "
+                                                       "mpirun to alternate two arms in one process");
+        return cmd_ab(ab);
+      }
+      LG_INPUT_CHECK(ab_arms.size() == 2, "--arms {}: exactly two arms, A,B", fmt::join(ab_arms, ","));
+      LG_INPUT_CHECK(ab.a.empty(), "ab --arms: no run files ({} given): the arms run here", ab.a);
+      abp.run = to_run_options(abrf);
+      abp.arm_a = ab_arms[0];
+      abp.arm_b = ab_arms[1];
+      abp.alpha = ab.alpha;
+      abp.json_path = ab.json_path;
+      return cmd_ab_phases(abp);
+    }
     if (*compare) return cmd_compare(cmp);
     if (*report) return cmd_report(ro);
     if (*golden) {

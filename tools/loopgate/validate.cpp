@@ -297,6 +297,30 @@ void validate_ab_options(const AbOptions& o) {
   if (!o.json_path.empty()) check_output_file("--json", o.json_path);
 }
 
+void validate_ab_phase_options(const AbPhaseOptions& o, int world) {
+  const RunFlags& f = o.run.flags;
+  LG_INPUT_CHECK(!f.iters, "--iters {}: ab sets the run length itself (2 x --phases x --phase-iters)", *f.iters);
+  LG_INPUT_CHECK(!f.trace, "--trace {}: ab writes no Trace (use --json)", *f.trace);
+  LG_INPUT_CHECK(!f.inject, "--inject {}: ab times clean runs", *f.inject);
+  LG_INPUT_CHECK(!f.syncs, "--syncs: ab times the loop without per-site counting (use loopgate run --syncs)");
+  LG_INPUT_CHECK(f.arm == "baseline", "--arm {}: ab takes its two arms as --arms A,B", f.arm);
+  with_flag("--arms", [&] { return find_arm(o.arm_a); });
+  with_flag("--arms", [&] { return find_arm(o.arm_b); });
+  LG_INPUT_CHECK(o.arm_a != o.arm_b, "--arms {},{}: two different arms", o.arm_a, o.arm_b);
+  LG_INPUT_CHECK(o.phases >= 3, "--phases {}: need >= 3 per arm (the first is warm-up; the test needs 2 samples a side)",
+                 o.phases);
+  LG_INPUT_CHECK(o.phase_iters >= 1, "--phase-iters {}: must be >= 1", o.phase_iters);
+  const int log_interval = o.run.config.log_interval;
+  LG_INPUT_CHECK(o.phase_iters % log_interval == 0,
+                 "--phase-iters {}: must be a multiple of --log-interval {} (arms change at log points)", o.phase_iters,
+                 log_interval);
+  LG_INPUT_CHECK(o.alpha > 0 && o.alpha < 1, "--alpha {}: must be in (0, 1)", o.alpha);
+  if (!o.json_path.empty()) check_output_file("--json", o.json_path);
+  RunOptions run = o.run;
+  run.config.train_iters = 2 * o.phases * o.phase_iters;
+  validate_run_options(run, world);
+}
+
 void validate_compare_options(const CompareOptions& o) {
   LG_INPUT_CHECK(!o.a.empty() && !o.b.empty(), "compare needs at least one file for --a and one for --b");
   LG_INPUT_CHECK(o.early >= 1, "--early {}: must be >= 1", o.early);

@@ -23,6 +23,9 @@ int grad_buckets_of_rank(const RunConfig& config, const Layout& layout, int rank
 void validate_gate_options(const GateOptions& options);
 void validate_golden_options(const GoldenOptions& options);
 void validate_ab_options(const AbOptions& options);
+// --arms, --phases, --phase-iters (a multiple of --log-interval), the run flags (validate_run_options) and that
+// none of the run flags ab sets itself was given.
+void validate_ab_phase_options(const AbPhaseOptions& options, int world_size);
 void validate_compare_options(const CompareOptions& options);
 
 }  // namespace loopgate

@@ -32,7 +32,7 @@ namespace {
 // ---- state of one run on one rank ----
 struct Loop {
   const RunConfig& cfg;
-  const Arm& arm;
+  const Arm* arm;  // the arm of the current segment (TrainSession::run may change it between segments)
   ProcessGroups& groups;
   int rank;
   Layout layout;
@@ -44,17 +44,19 @@ struct Loop {
   RerunStateMachine rerun;
   FaultInjector faults;
   Ledger ledger;
-  Sites sites;
+  std::unique_ptr<Sites> sites;  // the arm's site policies; rebuilt when the arm changes
   Schedule schedule;
   std::unique_ptr<CaptureSession> capture;  // the capture probe (RunConfig::capture), GPU only
   int num_micro = 0;
   int64_t consumed_samples = 0;
+  int64_t next_iteration = 0;  // 0-based: iterations done so far
+  bool ended = false;          // abort, exit vote, or a capture probe that stopped the run
   RunResult result;
 
   Loop(const RunConfig& c, const Arm& a, ProcessGroups& g, int r)
-      : cfg(c), arm(a), groups(g), rank(r), layout(Layout::build(g.world->size(), c.layout)),
+      : cfg(c), arm(&a), groups(g), rank(r), layout(Layout::build(g.world->size(), c.layout)),
         stage(gpt_build(c.model, layout, r, g)), rerun(c.rerun), faults(c.faults),
-        sites(a, c, ledger, g, r), schedule(select_schedule(layout)) {}
+        sites(std::make_unique<Sites>(a, c, ledger, g, r)), schedule(select_schedule(layout)) {}
 };
 
 std::vector<at::Tensor> main_grads(Loop& L) {
@@ -77,7 +79,7 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
   hooks.on_microbatch_loss = [&L, iteration](int mb, const at::Tensor& report) {
     at::Tensor r = report;  // poisoned in place: the reported loss is what Megatron validates
     L.faults.maybe_poison_loss(iteration, mb, L.rank, r);
-    L.sites.nan_check(L.rerun, Site::kNanCheckLoss, r.select(0, 0));
+    L.sites->nan_check(L.rerun, Site::kNanCheckLoss, r.select(0, 0));
   };
   L.buffer->before_bucket_ready = [&L, iteration](int bucket, at::Tensor& grads) {
     L.faults.maybe_poison_bucket(iteration, bucket, L.rank, grads);
@@ -85,7 +87,7 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
   L.buffer->on_bucket_ready = [&L](int, at::Tensor& grads) {
     // Megatron check_grads: the bucket's local (pre-DP) grad norm must be finite.
     ScopedSite scope(site_name(Site::kNanCheckGrad));
-    L.sites.nan_check(L.rerun, Site::kNanCheckGrad, grads.norm());
+    L.sites->nan_check(L.rerun, Site::kNanCheckGrad, grads.norm());
   };
   return hooks;
 }
@@ -116,7 +118,7 @@ void setup(Loop& L) {
   si.weight_decay = cfg.weight_decay;
   L.scheduler = std::make_unique<OptimizerParamScheduler>(from_iters(si));
 
-  L.result.trace.arm = L.arm.name;
+  L.result.trace.arm = L.arm->name;
   L.result.trace.fixture = cfg.fixture;
   L.result.trace.world = L.groups.world->size();
 }
@@ -175,23 +177,23 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   L.rerun.begin_iteration(iteration);
 
   // ==== TRAINING SECTION: the numerics path, identical for every arm ====
-  L.sites.timer_start("forward-backward");
+  L.sites->timer_start("forward-backward");
   Batch batch = get_batch(L.cfg.model, L.cfg.data, L.layout, L.rank, iteration);
   ForwardBackwardResult fb;
   region(L, iteration, "forward_backward", [&] {
     L.buffer->zero();
     fb = forward_backward(L.schedule, L.stage, *L.buffer, batch, make_hooks(L, iteration));
   });
-  L.sites.timer_stop("forward-backward");
+  L.sites->timer_stop("forward-backward");
 
   // The rerun decision (should_run_forward_backward at loop exit) comes before optimizer.step. onesync keeps
   // it on device and masks the step with it; an arm whose policy says so acts on it only after the step.
-  const bool act_after_step = L.arm.verdict_after_step;
+  const bool act_after_step = L.arm->verdict_after_step;
   at::Tensor veto;
-  if (L.arm.one_read) {
-    veto = L.sites.one_read_vote(L.rerun, log_point, iteration + 1);
+  if (L.arm->one_read) {
+    veto = L.sites->one_read_vote(L.rerun, log_point, iteration + 1);
   } else if (!act_after_step) {
-    out.decision = L.sites.rerun_decision(L.rerun);
+    out.decision = L.sites->rerun_decision(L.rerun);
   }
   rec.param_checksum_before = params_checksum(L);
   if (!out.decision.proceed()) {
@@ -201,19 +203,19 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     if (out.decision.action == Decision::Action::kAbort) return out;
   }
 
-  L.sites.timer_start("optimizer");
+  L.sites->timer_start("optimizer");
   if (!out.skipped) {
     std::vector<at::Tensor> grads = main_grads(L);
     double lr = L.scheduler->get_lr();
-    if (L.arm.hooks.step_lr) lr = L.arm.hooks.step_lr(lr);
+    if (L.arm->hooks.step_lr) lr = L.arm->hooks.step_lr(lr);
     region(L, iteration, "optimizer", [&] {
       out.step = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
                                 L.scheduler->get_wd(), veto.defined() ? &veto : nullptr);
     });
   }
-  L.sites.timer_stop("optimizer");
+  L.sites->timer_stop("optimizer");
   if (act_after_step) {
-    out.decision = L.sites.rerun_decision(L.rerun);
+    out.decision = L.sites->rerun_decision(L.rerun);
     if (!out.decision.proceed()) {
       rec.fault_verdicts.push_back({iteration + 1, VerdictPhase::kAfterStep, action_name(out.decision.action)});
       out.skipped = true;
@@ -231,21 +233,21 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
 
   // update_successful over TP x PP, then the LR schedule advances (by the global batch) on success only.
   bool update_successful = false;
-  if (L.arm.one_read) {
+  if (L.arm->one_read) {
     out.inputs = log_inputs(L, out, log_point);
     const LogInputs& in = *out.inputs;
     at::Tensor us = out.step.update_successful.defined() ? out.step.update_successful : at::zeros({1}, on_run_device(at::kBool));
-    out.one_read = L.sites.one_read_resolve(us, in);
+    out.one_read = L.sites->one_read_resolve(us, in);
     out.decision = L.rerun.decide(out.one_read.at("vote"));
     update_successful = out.one_read.at("update_successful") != 0.0 && out.decision.proceed();
     if (!out.decision.proceed())
       rec.fault_verdicts.push_back({iteration + 1, VerdictPhase::kBeforeStep, action_name(out.decision.action)});
     if (out.decision.action == Decision::Action::kAbort) return out;
   } else if (!out.skipped) {
-    update_successful = L.sites.update_successful(out.step.update_successful, L.scaler != nullptr);
+    update_successful = L.sites->update_successful(out.step.update_successful, L.scaler != nullptr);
   }
   out.skipped = !update_successful;
-  if (update_successful || L.arm.lr_advances_on_skip) {
+  if (update_successful || L.arm->lr_advances_on_skip) {
     L.scheduler->step(int64_t{L.num_micro} * L.cfg.data.micro_batch * L.layout.dp());
   }
   return out;
@@ -306,8 +308,11 @@ void record_abort(Loop& L, IterationRecord& rec, const Decision& d, int64_t iter
 }
 
 // ---- the iterations of train(): train_step, training_log, the exit decision ----
-void run_iterations(Loop& L, const RunConfig& cfg, const Arm& arm, int world_rank) {
-  for (int64_t iteration = 0; iteration < cfg.train_iters;) {
+void run_iterations(Loop& L, int64_t until) {
+  const RunConfig& cfg = L.cfg;
+  const Arm& arm = *L.arm;
+  const int world_rank = L.rank;
+  for (int64_t iteration = L.next_iteration; iteration < until;) {
     const int64_t done = iteration + 1;  // Megatron's `iteration` after the increment: 1-based
     const bool log_point = done % cfg.log_interval == 0 || done == 1;
     IterationRecord rec;
@@ -317,9 +322,11 @@ void run_iterations(Loop& L, const RunConfig& cfg, const Arm& arm, int world_ran
     L.rerun.end_iteration();  // from now on results are validated (Megatron skips the job's first iteration)
     if (step.decision.action == Decision::Action::kAbort) {
       record_abort(L, rec, step.decision, iteration);
+      L.ended = true;
       break;
     }
     iteration = done;
+    L.next_iteration = done;
     L.consumed_samples += cfg.data.global_batch;
 
     // Everything that follows is diagnostics: the log line, the Trace, the exit decision.
@@ -334,38 +341,87 @@ void run_iterations(Loop& L, const RunConfig& cfg, const Arm& arm, int world_ran
       in.consumed_samples = L.consumed_samples;
       in.global_batch = cfg.data.global_batch;
       in.pre_read = arm.one_read ? &step.one_read : nullptr;
-      log = L.sites.training_log(in);
+      log = L.sites->training_log(in);
     });
     if (arm.hooks.after_training_log) arm.hooks.after_training_log(L.ledger, in);
-    rec.exit_decision = L.sites.exit_vote(done, log_point, log);
+    rec.exit_decision = L.sites->exit_vote(done, log_point, log);
 
     record_iteration(L, rec, step, log, log_point);
     if (rec.exit_decision) {
       L.result.exited_on_duration = true;
+      L.ended = true;
       break;
     }
   }
 }
 
+// Drains the current arm's timers into the result (a run's end, or before another arm takes over).
+void finish_sites(Loop& L) {
+  TimerSummary t = L.sites->finish();
+  TimerSummary& all = L.result.timers;
+  all.intervals.insert(all.intervals.end(), t.intervals.begin(), t.intervals.end());
+  all.interval_total += t.interval_total;
+  all.first_report_waits += t.first_report_waits;
+  all.lag_waits += t.lag_waits;
+  all.max_pending_events = std::max(all.max_pending_events, t.max_pending_events);
+  all.event_lags.insert(all.event_lags.end(), t.event_lags.begin(), t.event_lags.end());
+}
+
 }  // namespace
 
-// ---- train: Megatron training.py train() ----
-RunResult train(const RunConfig& cfg, const Arm& arm, ProcessGroups& groups, int world_rank) {
+// ---- TrainSession: one run, arms changeable between segments ----
+
+struct TrainSession::Impl {
+  ScopedSite setup_site{"setup"};
+  Loop L;
+  bool captured_stop = false;
+  Impl(const RunConfig& cfg, const Arm& arm, ProcessGroups& groups, int rank) : L(cfg, arm, groups, rank) {}
+};
+
+TrainSession::TrainSession(const RunConfig& cfg, const Arm& first_arm, ProcessGroups& groups, int world_rank) {
   OpCounter::instance().reset();
   OpCounter::instance().set_enabled(cfg.count_launches);
   set_current_iteration(-1);  // setup (model, optimizer) is no iteration's work
-  ScopedSite setup_site("setup");
-  Loop L(cfg, arm, groups, world_rank);
-  setup(L);
-  L.sites.start_interval_timer();
-  try {
-    run_iterations(L, cfg, arm, world_rank);
-  } catch (const CaptureStopped&) {
-    return L.result;  // a probed region did not capture on some rank: its work never ran, stop here
+  impl_ = std::make_unique<Impl>(cfg, first_arm, groups, world_rank);
+  setup(impl_->L);
+  impl_->L.sites->start_interval_timer();
+}
+
+TrainSession::~TrainSession() = default;
+
+bool TrainSession::run(const Arm& arm, int64_t iterations) {
+  Loop& L = impl_->L;
+  if (L.ended) return false;
+  if (&arm != L.arm) {  // a new arm takes over at this iteration: its own sites, timers and accumulators
+    finish_sites(L);
+    L.arm = &arm;
+    L.sites = std::make_unique<Sites>(arm, L.cfg, L.ledger, L.groups, L.rank);
+    L.sites->start_interval_timer();
   }
-  L.result.timers = L.sites.finish();
+  try {
+    run_iterations(L, std::min(L.cfg.train_iters, L.next_iteration + iterations));
+  } catch (const CaptureStopped&) {
+    L.ended = true;  // a probed region did not capture on some rank: its work never ran, stop here
+    impl_->captured_stop = true;
+  }
+  if (L.next_iteration >= L.cfg.train_iters) L.ended = true;
+  return !L.ended;
+}
+
+int64_t TrainSession::iterations_done() const { return impl_->L.next_iteration; }
+
+RunResult TrainSession::finish() {
+  Loop& L = impl_->L;
+  if (!impl_->captured_stop) finish_sites(L);
   OpCounter::instance().set_enabled(false);
-  return L.result;
+  return std::move(L.result);
+}
+
+// ---- train: Megatron training.py train() ----
+RunResult train(const RunConfig& cfg, const Arm& arm, ProcessGroups& groups, int world_rank) {
+  TrainSession session(cfg, arm, groups, world_rank);
+  session.run(arm, cfg.train_iters);
+  return session.finish();
 }
 
 }  // namespace loopgate

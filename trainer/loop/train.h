@@ -3,6 +3,7 @@
 // Megatron: training.py train(), train_step(), training_log(), checkpoint_and_decide_exit().
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,26 @@ struct RunResult {
 
 // Runs `config.train_iters` iterations of `arm` on this rank. `groups` come from make_*_groups for the layout.
 RunResult train(const RunConfig& config, const Arm& arm, ProcessGroups& groups, int world_rank);
+
+// One run on one rank whose arm may change between segments: the model, optimizer, scheduler, rerun machine
+// and data stream carry on, the arm's site policies (timers, accumulators) are rebuilt. `loopgate ab` alternates
+// arms in phases this way — sound only because the arms are bit-identical, which it checks.
+class TrainSession {
+ public:
+  TrainSession(const RunConfig& config, const Arm& first_arm, ProcessGroups& groups, int world_rank);
+  ~TrainSession();
+  TrainSession(const TrainSession&) = delete;
+  TrainSession& operator=(const TrainSession&) = delete;
+  // The next `iterations` (at most up to config.train_iters) under `arm`. False once the run has ended (abort,
+  // exit vote, the last iteration).
+  bool run(const Arm& arm, int64_t iterations);
+  int64_t iterations_done() const;
+  RunResult finish();  // drains the timers; call once, at the end
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Megatron's log line (without the timestamp prefix, which is added when printed); exposed for tests.
 struct LogFields {
