@@ -21,13 +21,13 @@ int wrong() {
   return w;
 }
 
-int flag(const RerunStateMachine& m) { return m.decision_tensor().data_ptr<int32_t>()[0]; }
+int flag(const RerunStateMachine& m) { return static_cast<int>(m.decision_tensor().data_ptr<float>()[0]); }
 
 // What the loop does at the loop exit: SUM all-reduce of every rank's decision tensor, read once.
 double vote(std::deque<RerunStateMachine>& ranks) {
-  at::Tensor sum = at::zeros({1}, at::kInt);
+  at::Tensor sum = at::zeros({1}, at::kFloat);
   for (auto& m : ranks) sum += m.decision_tensor();
-  return sum.data_ptr<int32_t>()[0];
+  return sum.data_ptr<float>()[0];
 }
 
 TEST(RerunMode, NamesAndExitCodes) {
@@ -158,7 +158,7 @@ TEST(Rerun, DeferredAndEagerFormsReachTheSameDecision) {
   EXPECT_EQ(eager.decide(flag(eager)).action, deferred.decide(flag(deferred)).action);
 }
 
-TEST(Rerun, DecisionTensorIsANewInt32AnyNonFiniteOfTheBank) {
+TEST(Rerun, DecisionTensorIsANewFloat32AnyNonFiniteOfTheBank) {
   RerunStateMachine m(RerunConfig{});
   m.begin_iteration(1);
   m.end_iteration();
@@ -167,7 +167,7 @@ TEST(Rerun, DecisionTensorIsANewInt32AnyNonFiniteOfTheBank) {
   EXPECT_EQ(flag(m), 0 + wrong());
   m.bank_value(at::full({1}, -std::numeric_limits<double>::infinity()));  // -inf: bad
   at::Tensor t = m.decision_tensor();
-  EXPECT_EQ(t.scalar_type(), at::kInt);
+  EXPECT_EQ(t.scalar_type(), at::kFloat);
   EXPECT_EQ(t.sizes().vec(), std::vector<int64_t>{1});
   t += 5;  // the loop's all-reduce in place must not change the banked verdict
   EXPECT_EQ(flag(m), 1);

@@ -85,6 +85,16 @@ std::vector<Arm> build_defects() {
   a.hangs = true;
   a.rerun_vote = VoteGroup::kThisRankOnly;
   d.push_back(a);
+  // ---- zerosync's own: the mask and the LR table ----
+  Arm zs = defect("defect-zerosync-mask-after-step", "zerosync applies a fault's mask one step late (after the step)",
+                  "nan_detection");
+  zs.on_device = true;
+  zs.verdict_after_step = true;
+  d.push_back(zs);
+  zs = defect("defect-zerosync-lr-off-by-one", "zerosync indexes its LR table one step ahead", "lr_schedule");
+  zs.on_device = true;
+  zs.lr_table_shift = 1;
+  d.push_back(zs);
   // ---- timers ----
   a = defect("defect-drop-timer-interval", "one timer interval is never reported", "timers");
   a.hooks.timer_report = drop_second;
@@ -154,6 +164,11 @@ std::vector<Arm> build_arms() {
   one.description = "rerun verdict, update_successful, stat bundle and exit vote in one collective and one read";
   one.one_read = true;
   arms.push_back(one);
+  Arm zero = syncfree(5);
+  zero.name = "zerosync";
+  zero.description = "no host read between log points: the iteration's decisions and counters stay on the device";
+  zero.on_device = true;
+  arms.push_back(zero);
   for (Arm& d : build_defects()) arms.push_back(std::move(d));
   return arms;
 }
@@ -179,7 +194,7 @@ const Arm& find_arm(const std::string& name) {
 }
 
 std::vector<std::string> default_candidates() {
-  return {"syncfree-1", "syncfree-2", "syncfree-3", "syncfree-4", "syncfree", "onesync"};
+  return {"syncfree-1", "syncfree-2", "syncfree-3", "syncfree-4", "syncfree", "onesync", "zerosync"};
 }
 
 std::vector<const Arm*> planted_defects() {

@@ -46,11 +46,15 @@ struct Arm {
   SyncMode timers = SyncMode::kEager;          // commit 4: device-event timers, no per-call barrier
   SyncMode exit_vote = SyncMode::kEager;       // commit 5: exit vote rides the batched read
   bool one_read = false;                       // onesync
+  // zerosync: the rerun verdict, update_successful, the step count (the LR from a table), the skip / NaN counters
+  // and the abort live on the device; the host reads only at log points.
+  bool on_device = false;
   // ---- policies: Megatron's behaviour by default ----
   TimerReport timer_report = TimerReport::kLaggedOneWindow;  // deferred timers: how a log point reports
   size_t timer_max_pending = EventTimer::kMaxPendingEvents;  // deferred timers: events pending before a wait
   NanBank nan_bank = NanBank::kValue;
   bool verdict_after_step = false;   // act on the rerun decision after optimizer.step (Megatron: before)
+  int lr_table_shift = 0;            // zerosync: the step after k successful steps uses table[k + shift] (0)
   bool lr_advances_on_skip = false;  // the scheduler steps on a skipped iteration (Megatron: success only)
   VoteGroup rerun_vote = VoteGroup::kWorld;  // _reduce_any over the world
   VoteGroup exit_vote_group = VoteGroup::kWorld;  // the --exit-duration-in-mins vote over the world
@@ -67,7 +71,7 @@ struct Arm {
 const std::vector<Arm>& all_arms();
 // InputError naming the unknown arm and listing the known ones.
 const Arm& find_arm(const std::string& name);
-// The candidates a gate compares with baseline by default: syncfree-1..5, syncfree, onesync.
+// The candidates a gate compares with baseline by default: syncfree-1..5, syncfree, onesync, zerosync.
 std::vector<std::string> default_candidates();
 // The planted defects, in catalogue order.
 std::vector<const Arm*> planted_defects();

@@ -134,10 +134,20 @@ at::Tensor RerunStateMachine::nonfinite(const at::Tensor& x) {
 at::Tensor RerunStateMachine::decision_tensor() const {
   std::lock_guard<std::mutex> lock(mu_);
   at::NoGradGuard no_grad;
-  if (banked_ == 0) return flag_.clone();  // the caller all-reduces in place; the banked flag stays this rank's own
-  at::Tensor any_bad = at::logical_not(at::isfinite(bank_.narrow(0, 0, banked_))).any().reshape({1}).to(at::kInt);
-  if (flag_set_) any_bad.bitwise_or_(flag_);
+  // A new tensor: the caller all-reduces it in place, and the banked flag stays this rank's own.
+  if (banked_ == 0) return flag_.to(at::kFloat);
+  // Any banked value non-finite, in four kernels: their sum in double (no finite values overflow it) is finite
+  // exactly when they all are, and s * 0 is 0 exactly when s is finite.
+  at::Tensor any_bad = bank_.narrow(0, 0, banked_).sum(at::kDouble).mul(0).ne(0).reshape({1}).to(at::kFloat);
+  if (flag_set_) at::maximum_out(any_bad, any_bad, flag_);
   return any_bad;
+}
+
+at::Tensor RerunStateMachine::poisoned_vote() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  at::NoGradGuard no_grad;
+  if (banked_ == 0) return at::zeros({1}, flag_options_.dtype(at::kDouble));
+  return bank_.narrow(0, 0, banked_).sum(at::kDouble).mul(0).reshape({1});  // finite sum * 0 = 0; otherwise NaN
 }
 
 Decision RerunStateMachine::decide(double reduced_value) {

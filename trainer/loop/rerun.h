@@ -79,9 +79,12 @@ class RerunStateMachine {
   // The device predicate "any element is NaN or Inf" of x (0-dim bool).
   static at::Tensor nonfinite(const at::Tensor& x);
 
-  // The value to SUM all-reduce over the world: int32 [1], this rank's flag (0/1), a new tensor. No sync to build
+  // The value to SUM all-reduce over the world: float32 [1], this rank's flag (0/1), a new tensor. No sync to build
   // it: the eager flag, or (deferred) whether any banked value is non-finite.
   at::Tensor decision_tensor() const;
+  // zerosync's vote: float64 [1], 0 when every banked value is finite, NaN when one is not — SUM-reduced over the
+  // world it stays NaN (and 0 otherwise) on every backend. Two kernels; a new tensor.
+  at::Tensor poisoned_vote() const;
   // The eager form's host flag, for a loop that builds the vote tensor the baseline way (Megatron's
   // torch.tensor([rerun_requested], device=...) through Ledger::device_scalar at Site::kRerunDecision).
   bool host_flag() const { return host_flag_; }

@@ -27,6 +27,7 @@ namespace {
 at::TensorOptions f32() { return on_run_device(at::kFloat); }
 at::TensorOptions f64() { return on_run_device(at::kDouble); }
 const char* const kLevel1Timers[] = {"forward-backward", "optimizer"};
+constexpr double kNanInTheMax = std::numeric_limits<double>::max();  // a NaN through the batched read's MAX
 constexpr const char* kIntervalTimer = "interval-time";
 
 }  // namespace
@@ -35,44 +36,60 @@ constexpr const char* kIntervalTimer = "interval-time";
 
 void Bundle::add(const std::string& key, const at::Tensor& value) {
   LG_CHECK(value.numel() == 1, "bundle value {} has {} elements", key, value.numel());
-  device_keys_.push_back(key);
-  device_values_.push_back(value.reshape({1}).to(at::kDouble));  // a cast only where the dtype differs
+  keys_.push_back(key);
+  parts_.push_back({value.reshape({1}), {}});
+}
+
+void Bundle::add_all(const std::string& prefix, const at::Tensor& values) {
+  for (int64_t i = 0; i < values.numel(); ++i) keys_.push_back(fmt::format("{}@{}", prefix, i));
+  parts_.push_back({values.reshape({-1}), {}});
 }
 
 void Bundle::add_host(const std::string& key, double value) {
-  host_keys_.push_back(key);
-  host_values_.push_back(value);
+  keys_.push_back(key);
+  if (parts_.empty() || parts_.back().device.defined()) parts_.push_back({});
+  parts_.back().host.push_back(value);
 }
 
 void Bundle::add_absent(const std::string& key) { add_host(key, -std::numeric_limits<double>::infinity()); }
 
-std::vector<std::string> Bundle::keys() const {
-  std::vector<std::string> k = device_keys_;
-  k.insert(k.end(), host_keys_.begin(), host_keys_.end());
-  return k;
-}
-
 at::Tensor Bundle::packed(Ledger& ledger) const {
-  std::vector<at::Tensor> parts = device_values_;
-  if (!host_values_.empty()) parts.push_back(ledger.upload_pinned(host_values_, f64()));
-  return parts.size() == 1 ? parts[0] : at::cat(parts);
+  // Consecutive device values of one dtype are joined, then cast to double once; host runs are uploaded.
+  std::vector<at::Tensor> t, run;
+  auto flush = [&] {
+    if (run.empty()) return;
+    t.push_back((run.size() == 1 ? run[0] : at::cat(run)).to(at::kDouble));
+    run.clear();
+  };
+  for (const Part& p : parts_) {
+    if (!p.device.defined()) {
+      flush();
+      t.push_back(ledger.upload_pinned(p.host, f64()));
+      continue;
+    }
+    if (!run.empty() && run.back().scalar_type() != p.device.scalar_type()) flush();
+    run.push_back(p.device);
+  }
+  flush();
+  return t.size() == 1 ? t[0] : at::cat(t);
 }
 
 std::map<std::string, double> Bundle::resolve(Ledger& ledger, Site site, Comm& world, bool reduce) {
   at::Tensor packed = this->packed(ledger);
   if (reduce) {
     // The MAX must keep a NaN (a NaN loss is what the baseline logs). NCCL's max drops a NaN against -inf (on
-    // 2 x H200, pp2: a NaN loss on the last stage was logged as -inf), Open MPI's keeps it; so NaN rides as a
-    // flag in the same collective, and every backend gives the same answer.
-    const int64_t n = packed.numel();
-    at::Tensor both = at::cat({packed, packed.isnan().to(at::kDouble)});
-    world.all_reduce(both, ReduceOp::kMax);
-    packed = both.narrow(0, 0, n).masked_fill(both.narrow(0, n, n).gt(0), std::numeric_limits<double>::quiet_NaN());
+    // 2 x H200, pp2: a NaN loss on the last stage was logged as -inf), Open MPI's keeps it; so a NaN rides as the
+    // largest finite double, which no logged value reaches, and every backend gives the same answer. (Only +inf
+    // beats it: a key that is NaN on one rank and +inf on another reads +inf. The loop's keys never are.)
+    packed = at::nan_to_num(packed, kNanInTheMax, std::numeric_limits<double>::infinity(),
+                            -std::numeric_limits<double>::infinity());
+    world.all_reduce(packed, ReduceOp::kMax);
   }
   std::vector<double> host = ledger.read(site, packed);
-  const std::vector<std::string> k = keys();
+  for (double& x : host)
+    if (x == kNanInTheMax) x = std::numeric_limits<double>::quiet_NaN();
   std::map<std::string, double> out;
-  for (size_t i = 0; i < k.size(); ++i) out[k[i]] = host[i];
+  for (size_t i = 0; i < keys_.size(); ++i) out[keys_[i]] = host[i];
   return out;
 }
 
@@ -160,7 +177,7 @@ Decision Sites::rerun_decision(RerunStateMachine& rerun) {
   if (arm_.nan_check == SyncMode::kEager) {
     vote = ledger_.device_scalar(Site::kRerunDecision, rerun.host_flag() ? 1.0 : 0.0, f32());  // torch.tensor([b])
   } else {
-    vote = rerun.decision_tensor().to(at::kFloat);  // banked verdicts ride the same all-reduce (a new tensor)
+    vote = rerun.decision_tensor();  // banked verdicts ride the same all-reduce (a new tensor)
   }
   if (arm_.rerun_vote == VoteGroup::kWorld) groups_.world->all_reduce(vote, ReduceOp::kSum);  // _reduce_any
   return rerun.decide(read_scalar(Site::kRerunDecision, vote));
@@ -210,6 +227,143 @@ std::map<std::string, double> Sites::one_read_resolve(const at::Tensor& update_s
     all.add("loss_scale", in.loss_scale);
   }
   return all.resolve(ledger_, Site::kOnesyncRead, *groups_.world, /*reduce=*/false);
+}
+
+// ---- zerosync ----
+
+void Sites::start_on_device(const std::vector<double>& lr_table, int64_t steps_done, int64_t next_iteration) {
+  // Values that reach the device from the host without a read: the table in one pinned upload, the counters as
+  // kernel arguments (full). Everything below is allocated here, once, and only written in place afterwards.
+  const int64_t k = config_.log_interval;
+  lr_table_ = ledger_.upload_pinned(lr_table, f32());
+  steps_done_ = at::full({1}, steps_done, on_run_device(at::kLong));
+  lr_now_ = lr_table_.index_select(0, steps_done_);
+  slot_ = at::zeros({1}, on_run_device(at::kLong));
+  fault_now_ = at::zeros({1}, f64());
+  log_state_ = at::zeros({1 + k}, f64());
+  codes_ = log_state_.narrow(0, 0, k);
+  aborted_ = log_state_.narrow(0, k, 1);
+  total_loss_ = at::zeros({1}, f32());
+  window_begin_ = next_iteration;
+}
+
+// Non-finite as a predicate in two kernels: x * 0 is 0 for every finite x (a NaN or an infinity gives NaN).
+static at::Tensor any_nonfinite(const at::Tensor& x) { return x.mul(0).ne(0); }
+
+at::Tensor Sites::device_vote(RerunStateMachine& rerun, bool late) {
+  ScopedSite scope(site_name(Site::kRerunDecision));
+  // _reduce_any as a SUM that any rank's non-finite verdict poisons (a NaN survives every backend's sum).
+  at::Tensor vote = rerun.poisoned_vote();
+  if (arm_.rerun_vote == VoteGroup::kWorld) groups_.world->all_reduce(vote, ReduceOp::kSum);
+  at::ne_out(fault_now_, vote, 0);
+  if (late) return aborted_.clone();
+  return at::maximum(fault_now_, aborted_);  // after an abort verdict every step stays masked until the log point
+}
+
+void Sites::device_after_step(const at::Tensor& local_update_successful, const at::Tensor& loss) {
+  ScopedSite scope(site_name(Site::kUpdateSuccessful));
+  // Megatron logical_and_across_model_parallel_group: MIN over TP x PP, here never read.
+  at::Tensor ok = local_update_successful.to(at::kLong).reshape({1});
+  groups_.mp->all_reduce(ok, ReduceOp::kMin);
+  steps_done_.add_(ok);                                      // the scheduler steps on success only
+  at::index_select_out(lr_now_, lr_table_, 0, steps_done_);  // the LR of the next step, from the port's table
+  // This iteration's code, read back at the log point: fault - ok / 2 (+ a non-finite loss / 4, where the loss is)
+  // — whether the vote found a fault, whether the step was skipped, the NaN probe (decoded there, + 1/2).
+  at::Tensor code = at::add(fault_now_, ok, -0.5);
+  if (loss.defined()) {
+    total_loss_.add_(at::where(ok.gt(0), loss, zero_));  // Megatron accumulates advanced iterations only
+    code.add_(any_nonfinite(loss), 0.25);
+  }
+  codes_.index_copy_(0, slot_, code);
+  slot_.add_(1);  // back to 0 at each log point
+  if (config_.rerun.on_fault == FaultOutcome::kAbort || config_.rerun.mode == RerunMode::kDisabled)
+    at::maximum_out(aborted_, aborted_, fault_now_);  // sticky: every later step is masked
+}
+
+int64_t Sites::read_steps_done() { return static_cast<int64_t>(ledger_.read(Site::kBatchedLogRead, steps_done_).at(0)); }
+
+LogOutputs Sites::training_log_on_device(const LogInputs& in) {
+  LogOutputs out;
+  if (!in.log_point) return out;
+  ScopedSite scope(site_name(Site::kBatchedLogRead));
+  const bool reset = in.iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
+  Bundle bundle;  // the float32 values side by side (one cast), then the doubles (none)
+  in.grad_norm.defined() ? bundle.add("grad_norm", in.grad_norm) : bundle.add_absent("grad_norm");
+  bundle.add("loss_scale", in.loss_scale);
+  bundle.add("lr", lr_now_);
+  in.loss.defined() ? bundle.add("loss_total", total_loss_) : bundle.add_absent("loss_total");
+  if (in.params_norm.defined()) bundle.add("params_norm", in.params_norm);
+  bundle.add_all("state", log_state_);  // the window's codes and the abort: one tensor
+  if (config_.optim.log_num_zeros_in_grad && in.num_zeros.defined()) bundle.add("num_zeros", in.num_zeros);
+  const int64_t k = config_.log_interval;
+  add_timer_values(bundle, in.iteration);
+  if (config_.exit_duration_in_mins > 0) bundle.add_host("exit", exit_flag_local(in.iteration) ? 1.0 : 0.0);
+  std::map<std::string, double> v = bundle.resolve(ledger_, Site::kBatchedLogRead, *groups_.world);
+
+  auto state = [&](int64_t i) { return v[fmt::format("state@{}", i)]; };
+  const bool abort_outcome = config_.rerun.on_fault == FaultOutcome::kAbort || config_.rerun.mode == RerunMode::kDisabled;
+  for (int64_t it = window_begin_; it < in.iteration; ++it) {  // the window's codes: counts, skips, faults, NaNs
+    double code = state(it - window_begin_) + 0.5;  // fault + skipped / 2 + non-finite loss / 4
+    const bool fault = code >= 1.0;
+    code -= fault ? 1.0 : 0.0;
+    const bool skipped = code >= 0.5;
+    code -= skipped ? 0.5 : 0.0;
+    out.window_skipped.push_back(skipped);
+    out.window_fault.push_back(fault);
+    skipped ? ++skipped_ : ++advanced_;
+    if (skipped && code >= 0.25) ++nan_;  // a skipped iteration whose loss is not finite (Megatron's NaN probe)
+    if (fault && abort_outcome && !out.abort) {
+      out.abort = true;
+      out.fault_iteration = it + 1;
+    }
+  }
+  window_begin_ = in.iteration;
+  if (v.count("exit")) out.exit_vote = v["exit"] != 0.0;
+
+  const double advanced = static_cast<double>(advanced_), skipped = static_cast<double>(skipped_);
+  const bool has_loss = advanced > 0 && in.loss.defined();  // the loss lives on the last stage, as the baseline's
+  const double loss_avg = has_loss ? v["loss_total"] / std::max(1.0, advanced) : NAN;
+  LogFields f;
+  f.iteration = in.iteration;
+  f.train_iters = in.train_iters;
+  f.consumed_samples = in.consumed_samples;
+  f.global_batch = in.global_batch;
+  const double interval = v["timer:" + std::string(kIntervalTimer) + ":max"];
+  f.elapsed_ms_per_iteration =
+      interval / static_cast<double>(std::max<int64_t>(1, shown_window_.last - shown_window_.first + 1)) * 1000.0;
+  f.learning_rate = v["lr"];
+  f.has_loss = has_loss && loss_avg >= 0.0;
+  f.lm_loss = loss_avg;
+  f.loss_scale = v["loss_scale"];
+  f.grad_norm = v["grad_norm"];
+  f.has_grad_norm = std::isfinite(f.grad_norm) && f.grad_norm >= 0.0;
+  f.num_zeros = v.count("num_zeros") ? v["num_zeros"] : NAN;
+  f.has_num_zeros = config_.optim.log_num_zeros_in_grad && std::isfinite(f.num_zeros) && f.num_zeros >= 0;
+  f.params_norm = v.count("params_norm") ? v["params_norm"] : NAN;
+  f.has_params_norm = config_.log_params_norm && std::isfinite(f.params_norm);
+  f.skipped = static_cast<int64_t>(skipped);
+  f.nan = nan_;
+  // An abort ends the run here, before this line, as Megatron exits before it logs the fault's iteration.
+  if (rank_ == groups_.world->size() - 1 && !out.abort) out.line = format_log_line(f);
+
+  out.lm_loss = has_loss ? loss_avg : NAN;
+  out.grad_norm = f.grad_norm;
+  out.num_zeros = f.num_zeros;
+  out.params_norm = f.params_norm;
+  out.learning_rate = f.learning_rate;
+  out.loss_scale = f.loss_scale;
+  out.nan_iteration = f.nan > 0;
+  out.timer_intervals.assign(reported_.begin() + static_cast<long>(reported_mark_), reported_.end());
+  out.timer_window = shown_window_;
+  reported_mark_ = reported_.size();
+  // The next window writes its codes from slot 0 (stale slots past its length are never read); the loss sum and
+  // the counters reset unless this is the first line (no reset).
+  slot_.zero_();
+  if (reset) {
+    total_loss_.zero_();
+    advanced_ = skipped_ = nan_ = 0;
+  }
+  return out;
 }
 
 // ---- commit 4: timers ----

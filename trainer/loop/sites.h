@@ -28,23 +28,29 @@ struct RunConfig;
 // Values for one batched read: device scalars (or host doubles) packed into one tensor, MAX-reduced over the
 // world in one collective, read once. Absent values are -inf, so the MAX picks the rank that has one; a MIN
 // rides as the MAX of its negation; a NaN on any rank stays NaN (a flag rides beside it: NCCL's max drops NaN).
-// Host values are packed on the host and reach the device in one pinned, non-blocking copy (no kernel, no
-// sync): the batched read must not launch more than the eager reads it replaces.
+// Host values are packed on the host and reach the device in pinned, non-blocking copies (no kernel, no sync): the
+// batched read must not launch more than the eager reads it replaces. Values keep the order they were added in,
+// on every rank — a key one rank holds on the device and another holds as absent (a host -inf) must meet itself
+// in the MAX.
 class Bundle {
  public:
   void add(const std::string& key, const at::Tensor& value);  // any dtype, one element
+  void add_all(const std::string& prefix, const at::Tensor& values);  // n elements, keys prefix@0 .. prefix@n-1
   void add_host(const std::string& key, double value);
   void add_absent(const std::string& key);
-  bool empty() const { return device_keys_.empty() && host_keys_.empty(); }
+  bool empty() const { return keys_.empty(); }
   // One all-reduce (MAX over `world`) unless `reduce` is false, then one read at `site`.
   std::map<std::string, double> resolve(Ledger& ledger, Site site, Comm& world, bool reduce = true);
-  at::Tensor packed(Ledger& ledger) const;  // [n] double on the run's device: device values, then host values
-  std::vector<std::string> keys() const;    // in packed() order
+  at::Tensor packed(Ledger& ledger) const;  // [n] double on the run's device, in the order added
+  const std::vector<std::string>& keys() const { return keys_; }
 
  private:
-  std::vector<std::string> device_keys_, host_keys_;
-  std::vector<at::Tensor> device_values_;
-  std::vector<double> host_values_;
+  struct Part {
+    at::Tensor device;          // device values (double), or
+    std::vector<double> host;   // a run of host values
+  };
+  std::vector<std::string> keys_;
+  std::vector<Part> parts_;
 };
 
 // What the loop hands to training_log each iteration (Megatron's arguments).
@@ -83,7 +89,12 @@ struct LogOutputs {
   bool nan_iteration = false;
   std::vector<TimerInterval> timer_intervals;
   TimerWindow timer_window;  // the iterations the logged elapsed time covers
-  bool exit_vote = false;  // the duration vote if it rode this log point's batched read
+  bool exit_vote = false;
+  // zerosync, at a log point: per iteration of the window since the previous log point (oldest first), whether
+  // its step was skipped and whether the rerun vote found a fault; and whether an abort is due, from which fault.
+  std::vector<bool> window_skipped, window_fault;
+  bool abort = false;
+  int64_t fault_iteration = 0;  // 1-based  // the duration vote if it rode this log point's batched read
 };
 
 class Sites {
@@ -103,6 +114,20 @@ class Sites {
   at::Tensor one_read_vote(RerunStateMachine& rerun, bool log_point, int64_t iteration);
   std::map<std::string, double> one_read_resolve(const at::Tensor& update_successful, const LogInputs& in);
 
+  // ---- zerosync: the iteration's decisions stay on the device; the host reads at log points only ----
+  // A zerosync segment begins: the LR table (the scheduler's LR after k successful steps, k = 0..train_iters, as
+  // the float32 the step uses), the successful steps so far, and the 0-based iteration it starts at.
+  void start_on_device(const std::vector<double>& lr_table, int64_t steps_done, int64_t next_iteration);
+  // The rerun vote over the world (SUM of every rank's banked verdicts), never read: true masks this step, and
+  // every later one once an abort is due (the host learns it at the next log point).
+  // `late`: this step is masked only by an earlier abort (a fault masks the next one): a policy of a planted defect.
+  at::Tensor device_vote(RerunStateMachine& rerun, bool late = false);
+  const at::Tensor& device_lr() const { return lr_now_; }  // float32 [1]: the LR the next step uses
+  // After the step, in place (a CUDA graph replays these kernels): update_successful over TP x PP, the step
+  // count and the next LR, the log window's counters, loss sum and per-iteration skip / fault flags, the abort.
+  void device_after_step(const at::Tensor& local_update_successful, const at::Tensor& loss);
+  int64_t read_steps_done();  // a zerosync segment ends (one read: the host's scheduler takes over)
+
   // ---- commit 4: timers ----
   void timer_start(const std::string& name);
   void timer_stop(const std::string& name);
@@ -112,6 +137,9 @@ class Sites {
 
   // ---- commits 2, 3, 5: training_log and the batched read ----
   LogOutputs training_log(const LogInputs& in);
+  // zerosync's: the accumulation happened on the device (device_after_step); at a log point the counters, the LR,
+  // the window's skip and fault flags and the abort ride the one batched read.
+  LogOutputs training_log_on_device(const LogInputs& in);
   // checkpoint_and_decide_exit: --exit-duration-in-mins vote. Eager: every iteration. Deferred: from `log`.
   bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log);
 
@@ -152,6 +180,13 @@ class Sites {
   at::Tensor nan_count_;        // deferred nan probe of skipped iterations
   int64_t stale_grad_norm_bits_ = 0;
   double last_grad_norm_ = NAN;
+  // zerosync's device state: persistent tensors updated in place only (graph replays write the same storage).
+  // log_state_ (float64, read whole at a log point): [code of slot 0 .. k-1, aborted]; slot s holds fault +
+  // skipped / 2 + non-finite loss / 4 of the window's s-th iteration, from which the host counts advanced, skipped
+  // and NaN iterations and finds the first fault. codes_ and aborted_ are views into it.
+  at::Tensor lr_table_, lr_now_, steps_done_, slot_, fault_now_;
+  at::Tensor log_state_, codes_, aborted_;
+  int64_t window_begin_ = 0;  // 0-based first iteration of the window since the last log point
 };
 
 }  // namespace loopgate

@@ -92,6 +92,31 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
   return hooks;
 }
 
+// The scheduler's samples per successful step (Megatron: num_microbatches * micro_batch_size * dp).
+int64_t scheduler_increment(const Loop& L) { return int64_t{L.num_micro} * L.cfg.data.micro_batch * L.layout.dp(); }
+
+// zerosync: the LR the step uses after k successful steps, k = 0..train_iters, from the port itself (so the logged
+// LR keeps its bits, skipped steps included); the device indexes it with its own step count.
+std::vector<double> lr_table(const Loop& L) {
+  LG_INPUT_CHECK(L.scheduler->config().wd_incr_style == WdIncrStyle::kConstant,
+                 "zerosync needs a constant weight decay: the device holds no weight-decay schedule");
+  OptimizerParamScheduler s = *L.scheduler;
+  std::vector<double> table;
+  std::vector<double> lrs;
+  for (int64_t k = 0; k <= L.cfg.train_iters + L.arm->lr_table_shift; ++k) {
+    double lr = s.get_lr();
+    if (L.arm->hooks.step_lr) lr = L.arm->hooks.step_lr(lr);
+    lrs.push_back(static_cast<float>(lr));  // the float the step multiplies by
+    s.step(scheduler_increment(L));
+  }
+  for (int64_t k = 0; k <= L.cfg.train_iters; ++k) table.push_back(lrs[static_cast<size_t>(k + L.arm->lr_table_shift)]);
+  return table;
+}
+
+void start_on_device(Loop& L) {
+  L.sites->start_on_device(lr_table(L), L.scheduler->num_steps() / scheduler_increment(L), L.next_iteration);
+}
+
 // Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
 void setup(Loop& L) {
   const RunConfig& cfg = L.cfg;
@@ -118,6 +143,7 @@ void setup(Loop& L) {
   si.weight_decay = cfg.weight_decay;
   L.scheduler = std::make_unique<OptimizerParamScheduler>(from_iters(si));
 
+  if (L.arm->on_device) start_on_device(L);
   L.result.trace.arm = L.arm->name;
   L.result.trace.fixture = cfg.fixture;
   L.result.trace.world = L.groups.world->size();
@@ -190,7 +216,9 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   // it on device and masks the step with it; an arm whose policy says so acts on it only after the step.
   const bool act_after_step = L.arm->verdict_after_step;
   at::Tensor veto;
-  if (L.arm->one_read) {
+  if (L.arm->on_device) {
+    veto = L.sites->device_vote(L.rerun, act_after_step);  // never read: it masks the step on the device
+  } else if (L.arm->one_read) {
     veto = L.sites->one_read_vote(L.rerun, log_point, iteration + 1);
   } else if (!act_after_step) {
     out.decision = L.sites->rerun_decision(L.rerun);
@@ -210,11 +238,12 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     if (L.arm->hooks.step_lr) lr = L.arm->hooks.step_lr(lr);
     region(L, iteration, "optimizer", [&] {
       out.step = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
-                                L.scheduler->get_wd(), veto.defined() ? &veto : nullptr);
+                                L.scheduler->get_wd(), veto.defined() ? &veto : nullptr,
+                                L.arm->on_device ? &L.sites->device_lr() : nullptr);
     });
   }
   L.sites->timer_stop("optimizer");
-  if (act_after_step) {
+  if (act_after_step && !L.arm->on_device) {
     out.decision = L.sites->rerun_decision(L.rerun);
     if (!out.decision.proceed()) {
       rec.fault_verdicts.push_back({iteration + 1, VerdictPhase::kAfterStep, action_name(out.decision.action)});
@@ -231,6 +260,11 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   }
   // ==== end of the numerics path ====
 
+  // zerosync: update_successful, the step count and the LR, the counters: on the device; nothing read here.
+  if (L.arm->on_device) {
+    L.sites->device_after_step(out.step.update_successful, out.loss);
+    return out;
+  }
   // update_successful over TP x PP, then the LR schedule advances (by the global batch) on success only.
   bool update_successful = false;
   if (L.arm->one_read) {
@@ -248,7 +282,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   }
   out.skipped = !update_successful;
   if (update_successful || L.arm->lr_advances_on_skip) {
-    L.scheduler->step(int64_t{L.num_micro} * L.cfg.data.micro_batch * L.layout.dp());
+    L.scheduler->step(scheduler_increment(L));
   }
   return out;
 }
@@ -276,7 +310,7 @@ LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point) {
 
 void record_iteration(Loop& L, IterationRecord& rec, const StepOutcome& step, const LogOutputs& log, bool log_point) {
   rec.consumed_samples = L.consumed_samples;
-  rec.skipped = step.skipped;
+  if (!L.arm->on_device) rec.skipped = step.skipped;  // zerosync's comes from the device at its log point
   if (log_point) {
     rec.lm_loss = log.lm_loss;
     rec.grad_norm = log.grad_norm;
@@ -305,6 +339,37 @@ void record_abort(Loop& L, IterationRecord& rec, const Decision& d, int64_t iter
   if (L.cfg.count_launches) rec.launches_per_site = OpCounter::instance().counts(iteration);
   L.result.trace.records.push_back(rec);
   L.result.exit_code = d.exit_code;
+}
+
+// zerosync, at a log point: the window's iterations learn whether their step was skipped and whether the vote found
+// a fault (the host knew neither before); `rec` is this log point's own record, not yet in the Trace.
+void backfill_window(Loop& L, IterationRecord& rec, const LogOutputs& log) {
+  const bool abort = L.cfg.rerun.on_fault == FaultOutcome::kAbort || L.cfg.rerun.mode == RerunMode::kDisabled;
+  const int64_t n = static_cast<int64_t>(log.window_skipped.size());
+  std::vector<IterationRecord*> window;
+  for (auto it = L.result.trace.records.rbegin(); it != L.result.trace.records.rend(); ++it)
+    if (it->iteration > rec.iteration - n) window.insert(window.begin(), &*it);
+  window.push_back(&rec);
+  for (IterationRecord* r : window) {
+    const size_t i = static_cast<size_t>(r->iteration - (rec.iteration - n) - 1);
+    r->skipped = log.window_skipped.at(i);
+    if (log.window_fault.at(i))
+      r->fault_verdicts.push_back({r->iteration, VerdictPhase::kBeforeStep, abort ? "abort" : "skip_step"});
+  }
+}
+
+// zerosync's abort: Megatron's exit code at the first log point after the fault, on every rank (the read is
+// world-wide), the parameters as before the fault's step (every step since was masked). No log line: Megatron
+// exits before it logs.
+void abort_on_device(Loop& L, IterationRecord& rec, const LogOutputs& log) {
+  rec.reads_per_site = L.ledger.counts_by_name(rec.iteration - 1);
+  if (L.cfg.count_launches) rec.launches_per_site = OpCounter::instance().counts(rec.iteration - 1);
+  L.result.trace.records.push_back(rec);
+  L.result.iterations_done = log.fault_iteration - 1;  // the steps that took effect, as the baseline's
+  L.result.exit_code =
+      L.cfg.rerun.mode == RerunMode::kDisabled ? kExitCodeUncaughtError : L.cfg.rerun.abort_exit_code;
+  L.result.iterations_past_fault = rec.iteration - log.fault_iteration;
+  L.ended = true;
 }
 
 // ---- the iterations of train(): train_step, training_log, the exit decision ----
@@ -341,8 +406,15 @@ void run_iterations(Loop& L, int64_t until) {
       in.consumed_samples = L.consumed_samples;
       in.global_batch = cfg.data.global_batch;
       in.pre_read = arm.one_read ? &step.one_read : nullptr;
-      log = L.sites->training_log(in);
+      log = arm.on_device ? L.sites->training_log_on_device(in) : L.sites->training_log(in);
     });
+    if (arm.on_device && log_point) {
+      backfill_window(L, rec, log);
+      if (log.abort) {
+        abort_on_device(L, rec, log);
+        break;
+      }
+    }
     if (arm.hooks.after_training_log) arm.hooks.after_training_log(L.ledger, in);
     rec.exit_decision = L.sites->exit_vote(done, log_point, log);
 
@@ -393,9 +465,14 @@ bool TrainSession::run(const Arm& arm, int64_t iterations) {
   Loop& L = impl_->L;
   if (L.ended) return false;
   if (&arm != L.arm) {  // a new arm takes over at this iteration: its own sites, timers and accumulators
+    if (L.arm->on_device) {  // the device counted the successful steps: the host's scheduler catches up
+      const int64_t steps = L.sites->read_steps_done();
+      L.scheduler->step(scheduler_increment(L) * steps - L.scheduler->num_steps());
+    }
     finish_sites(L);
     L.arm = &arm;
     L.sites = std::make_unique<Sites>(arm, L.cfg, L.ledger, L.groups, L.rank);
+    if (arm.on_device) start_on_device(L);
     L.sites->start_interval_timer();
   }
   try {

@@ -68,6 +68,9 @@ struct RunResult {
   std::vector<std::string> log_lines;  // Megatron-format lines printed on this rank (print_rank_last)
   TimerSummary timers;  // every interval reported, in report order; waits; pending bound
   CaptureVerdict capture;                // the capture probe's verdict on this rank (attempted = false: off)
+  // zerosync: an abort verdict reaches the host at the next log point; the iterations it ran past the fault
+  // (every step masked) — the arm's one behavioural difference from the baseline, which stops at the fault.
+  int64_t iterations_past_fault = 0;
 };
 
 // Runs `config.train_iters` iterations of `arm` on this rank. `groups` come from make_*_groups for the layout.

@@ -51,17 +51,19 @@ Adam::Adam(const Params& params, const AdamConfig& config, int tp_rank, bool is_
 }
 
 void Adam::step(const std::vector<at::Tensor>& main_grads, double lr, double wd) {
-  step_impl(main_grads, lr, wd, nullptr);
+  step_impl(main_grads, lr, wd, nullptr, nullptr);
 }
 
-void Adam::step(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor& skip) {
-  step_impl(main_grads, lr, wd, &skip);
+void Adam::step(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor& skip,
+                const at::Tensor* lr_device) {
+  step_impl(main_grads, lr, wd, &skip, lr_device);
 }
 
 // Apex FusedAdam.step (group['step'] += 1, then multi_tensor_adam with adam_w_mode=1) per element, in float:
 //   m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g
 //   denom = sqrtf(v / bc2) + eps;  update = (m / bc1) / denom + decay*p;  p = p - lr*update
-void Adam::step_impl(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor* skip) {
+void Adam::step_impl(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor* skip,
+                     const at::Tensor* lr_device) {
   LG_CHECK(main_grads.size() == main_params_.size(), "Adam: {} grads for {} params", main_grads.size(),
            main_params_.size());
   // The kernel takes beta1, beta2, eps, lr, decay as float and forms 1-beta in float.
@@ -95,7 +97,8 @@ void Adam::step_impl(const std::vector<at::Tensor>& main_grads, double lr, doubl
     const at::Tensor v_new = v.mul(beta2).add(g.mul(one_minus_beta2).mul(g));
     const at::Tensor denom = v_new.div(bc2).sqrt().add(eps);
     const at::Tensor update = m_new.div(bc1).div(denom).add(p.mul(decay));
-    const at::Tensor p_new = p.sub(update.mul(lr_f));
+    // A float32 tensor LR multiplies exactly as the float scalar does: the same bits.
+    const at::Tensor p_new = p.sub(lr_device ? update.mul(*lr_device) : update.mul(lr_f));
 
     if (skip) {  // masked skip: Megatron's `if found_inf_flag: return False, None, None`
       p.copy_(at::where(keep, p, p_new));
@@ -139,7 +142,7 @@ at::Tensor unscale_main_grads_and_check_for_nan(std::vector<at::Tensor>& main_gr
 
 OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<at::Tensor>& main_grads,
                                    Params& model_params, Comm& grad_stats_group, const OptimizerStepConfig& config,
-                                   double lr, double wd, const at::Tensor* veto) {
+                                   double lr, double wd, const at::Tensor* veto, const at::Tensor* lr_device) {
   LG_CHECK(main_grads.size() == adam.size(), "optimizer_step: {} grads for {} params", main_grads.size(), adam.size());
   const c10::Device device = adam.main_params().front().device();
   OptimizerStepResult r;
@@ -155,6 +158,7 @@ OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<a
   // A veto (a world-wide fault verdict still on the device, the one-read arm) masks the step like found_inf.
   const at::Tensor found = veto ? r.found_inf.gt(0).logical_or(veto->reshape({1})) : r.found_inf.gt(0);
   const bool masked = scaler != nullptr || veto != nullptr;
+  LG_CHECK(lr_device == nullptr || masked, "optimizer_step: a device LR comes with a device mask (zerosync)");
 
   // (3) grad norm over the grads that count (Megatron _filter_grads_for_norm).
   std::vector<at::Tensor> grads_for_norm;
@@ -176,7 +180,7 @@ OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<a
 
   // (6) step_with_ready_grads
   if (masked) {
-    adam.step(main_grads, lr, wd, found);
+    adam.step(main_grads, lr, wd, found, lr_device);
   } else {
     adam.step(main_grads, lr, wd);
   }

@@ -43,8 +43,9 @@ class Adam {
   // get_wd(); each param's group wd_mult (0 or 1) is applied here, as Megatron's scheduler step does.
   void step(const std::vector<at::Tensor>& main_grads, double lr, double wd);
   // Masked form: where `skip` (bool [1] device) is true, params, exp_avg, exp_avg_sq and the step count keep
-  // their old values.
-  void step(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor& skip);
+  // their old values. `lr_device` (float32 [1], optional) replaces `lr`: an LR the host never reads (zerosync).
+  void step(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor& skip,
+            const at::Tensor* lr_device = nullptr);
 
   // Megatron: _copy_main_params_to_model_params (fp32 main -> model dtype). Kept separate from step().
   void copy_main_to_model(Params& params) const;
@@ -59,7 +60,8 @@ class Adam {
   const AdamConfig& config() const { return config_; }
 
  private:
-  void step_impl(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor* skip);
+  void step_impl(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor* skip,
+                 const at::Tensor* lr_device);
 
   AdamConfig config_;
   std::vector<std::string> names_;
@@ -96,7 +98,8 @@ struct OptimizerStepResult {
 // scaler may be null (bf16 without --loss-scale). main_grads[i] belongs to adam.main_params()[i].
 OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<at::Tensor>& main_grads,
                                    Params& model_params, Comm& grad_stats_group, const OptimizerStepConfig& config,
-                                   double lr, double wd, const at::Tensor* veto = nullptr);
+                                   double lr, double wd, const at::Tensor* veto = nullptr,
+                                   const at::Tensor* lr_device = nullptr);
 
 // Megatron: MixedPrecisionOptimizer._unscale_main_grads_and_check_for_nan (minus the host read): float32 [1].
 at::Tensor unscale_main_grads_and_check_for_nan(std::vector<at::Tensor>& main_grads, const at::Tensor& inv_scale,
