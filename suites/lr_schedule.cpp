@@ -114,6 +114,17 @@ TEST(GatePower, LrScheduleRejectsLrAdvancingOnSkippedStep) {
   if (!m.empty() && world_rank() == 0) std::printf("rejected as expected: %s\n", describe(m, "baseline", "defect-lr-on-skip", 2).c_str());
 }
 
+// Gate power: zerosync's LR comes from a table indexed by the device's step count; indexed one step ahead, the
+// logged LR sequence (and the steps) leave the baseline's.
+TEST(GatePower, LrScheduleRejectsAZerosyncTableOneStepOff) {
+  const Trace& base = lr_run(skip_case(), "baseline").trace;
+  const Trace& bad = lr_run(skip_case(), "defect-zerosync-lr-off-by-one").trace;
+  auto m = compare_fields(base, bad, {"learning_rate"});
+  EXPECT_FALSE(m.empty()) << "the LR gate accepted a zerosync LR table indexed one step off";
+  if (!m.empty() && world_rank() == 0)
+    std::printf("rejected as expected: %s\n", describe(m, "baseline", "defect-zerosync-lr-off-by-one", 2).c_str());
+}
+
 // ---- golden values: the fixture's baseline (the clean run when its iteration count is golden's) ----
 const ScenarioResult& golden_baseline(const std::string& arm) {
   RunConfig c = golden_run_config(gate_fixture());

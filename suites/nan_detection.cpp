@@ -205,6 +205,74 @@ TEST(NanDetection, FirstIterationIsNotValidated) {
                 arms.size(), static_cast<long long>(fc.detect));
 }
 
+// ---- zerosync: the verdict reaches the host at the next log point ----
+
+// A fault at iteration 4 with --log-interval 3: the baseline stops (abort) or skips (skip) at 4; zerosync masks
+// the step at 4 on the device at once and — abort — keeps masking until its log point 6, where every rank exits
+// 17 naming iteration 4, parameters as before iteration 4's step; or — skip — logs at 6 exactly what the baseline
+// logs (the window's skip flags and verdict read back then). The iterations it ran past the fault are its one
+// behavioural difference, and are checked exactly.
+RunConfig zerosync_case_config(FaultOutcome outcome) {
+  RunConfig c = gate_config();
+  c.train_iters = 8;
+  c.log_interval = 3;
+  c.faults = parse_fault_specs(fmt::format("iter=3,site=grad,bucket=0,rank={}", world_size() - 1));
+  c.rerun.on_fault = outcome;
+  return c;
+}
+
+TEST(NanDetection, ZerosyncAbortsAtTheNextLogPointWithEveryStepSinceTheFaultMasked) {
+  const RunConfig c = zerosync_case_config(FaultOutcome::kAbort);
+  const ScenarioResult& z = run_scenario("nan:zerosync-abort-log3", c, "zerosync");
+  const ScenarioResult& b = run_scenario("nan:zerosync-abort-log3", c, "baseline");
+  const int64_t fault = 4, log_point = 6;
+  EXPECT_EQ(b.local.exit_code, kExitCodeFailedOnResultValidation);
+  EXPECT_EQ(z.local.exit_code, kExitCodeFailedOnResultValidation) << "rank " << world_rank();
+  EXPECT_EQ(z.local.iterations_past_fault, log_point - fault) << "rank " << world_rank();
+  EXPECT_EQ(z.local.iterations_done, fault - 1) << "rank " << world_rank() << ": the steps that took effect";
+  for (int rank = 0; rank < world_size(); ++rank) {
+    const IterationRecord* before = z.trace.find(fault, rank);
+    const IterationRecord* base = b.trace.find(fault, rank);
+    ASSERT_TRUE(before && base) << "rank " << rank << ": no record at the fault's iteration";
+    EXPECT_EQ(before->fault_verdicts, base->fault_verdicts) << "rank " << rank << ": the verdict must name iteration 4";
+    for (int64_t it = fault; it <= log_point; ++it) {
+      const IterationRecord* r = z.trace.find(it, rank);
+      ASSERT_NE(r, nullptr) << "rank " << rank << " iteration " << it;
+      EXPECT_TRUE(r->skipped) << "rank " << rank << " iteration " << it << ": not masked";
+      EXPECT_EQ(r->param_checksum_after, base->param_checksum_before)
+          << "rank " << rank << " iteration " << it << ": parameters moved after the fault";
+    }
+    EXPECT_EQ(z.trace.find(log_point + 1, rank), nullptr) << "rank " << rank << ": ran past the abort's log point";
+  }
+  if (world_rank() == world_size() - 1)
+    EXPECT_EQ(z.local.log_lines.size(), 2u) << "zerosync logged iteration 1 and 3 only (no line at the abort)";
+}
+
+TEST(NanDetection, ZerosyncSkipEqualsTheBaselineAtEveryIteration) {
+  const RunConfig c = zerosync_case_config(FaultOutcome::kSkipStep);
+  const ScenarioResult& z = run_scenario("nan:zerosync-skip-log3", c, "zerosync");
+  const ScenarioResult& b = run_scenario("nan:zerosync-skip-log3", c, "baseline");
+  auto m = compare_fields(b.trace, z.trace, {"skipped", "learning_rate", "loss_scale", "lm_loss", "grad_norm",
+                                             "params_norm", "param_checksum_after"});
+  EXPECT_TRUE(m.empty()) << describe(m, "baseline", "zerosync");
+  for (const IterationRecord& r : b.trace.records) {
+    const IterationRecord* x = z.trace.find(r.iteration, r.rank);
+    EXPECT_TRUE(x && x->fault_verdicts == r.fault_verdicts)
+        << "iteration " << r.iteration << " rank " << r.rank << ": verdicts differ";
+  }
+  EXPECT_EQ(z.local.exit_code, 0);
+}
+
+// Gate power: zerosync masking the step one iteration late lets the fault's step through.
+TEST(GatePower, NanDetectionRejectsAZerosyncMaskAppliedAfterTheStep) {
+  const FaultCase fc = fault_cases()[heavy_fixture() ? 0 : 1];
+  auto p = detection_problems(fc, "defect-zerosync-mask-after-step");
+  size_t moved = 0;
+  for (const std::string& x : p) moved += x.find("params moved") != std::string::npos;
+  EXPECT_GT(moved, 0u) << "the nan_detection gate accepted a zerosync mask applied after the step: " << join(p);
+  if (moved > 0 && world_rank() == 0) std::printf("rejected as expected: %s\n", join(p, 3).c_str());
+}
+
 // Gate power: an arm that acts on the verdict only after optimizer.step must be rejected, for the right reason:
 // the parameters moved at the detected iteration (and the verdict's phase says after_step).
 TEST(GatePower, NanDetectionRejectsVerdictAfterStep) {

@@ -337,6 +337,23 @@ TEST(GatePower, SyncBudgetInTotalRejectsExtraReadAndExtraLaunches) {
     std::printf("rejected as expected:%s%s\n", first_lines(reads, 1).c_str(), first_lines(launches, 1).c_str());
 }
 
+// zerosync: no host read at all between log points (iteration 1 aside: the timers' first report); at a log point
+// the one batched read.
+TEST(SyncBudget, ZerosyncReadsNothingBetweenLogPoints) {
+  std::vector<std::string> bad;
+  for (const SyncScenario& s : sync_scenarios(gate_fixture())) {
+    for (const IterationRecord& r : sync_run(s, "zerosync").trace.records) {
+      if (r.iteration == 1) continue;
+      const bool log = r.iteration % s.log_interval == 0;
+      for (const auto& [site, n] : r.reads_per_site)
+        if (n > 0 && !(log && site == "batched_log_read" && n == 1))
+          bad.push_back(fmt::format("{} iteration {} ({}) rank {}: {} read(s) at {}", s.key, r.iteration,
+                                    log ? "log" : "non-log", r.rank, n, site));
+    }
+  }
+  EXPECT_TRUE(bad.empty()) << bad.size() << " reads outside the log points' one read" << first_lines(bad);
+}
+
 // Gate power: one hidden read per iteration must break syncfree's budget.
 TEST(GatePower, SyncBudgetRejectsHiddenExtraRead) {
   auto m = over_budget("defect-extra-read", "syncfree");

@@ -9,6 +9,7 @@
 // (run_flags.h, validate.h, paths.h; docs/cli.md). `loopgate cli-reference` prints every flag as Markdown.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cstdio>
