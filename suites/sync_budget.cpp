@@ -51,11 +51,7 @@ std::vector<std::string> over_budget(const std::string& arm, const std::string& 
   std::vector<std::string> out;
   const std::string fx = gate_fixture();
   for (const SyncScenario& s : sync_scenarios(fx)) {
-    const json* b = nullptr;
-    if (budgets().contains("fixtures") && budgets()["fixtures"].contains(fx)) {
-      const json& sc = budgets()["fixtures"][fx]["scenarios"];
-      if (sc.contains(s.key) && sc[s.key]["arms"].contains(budget_arm)) b = &sc[s.key]["arms"][budget_arm];
-    }
+    const json* b = find_sync_budget(budgets(), fx, s.key, budget_arm);
     if (!b) {
       out.push_back(fmt::format("no budget for fixture {} scenario {} arm {} (run `loopgate golden --update`)", fx,
                                 s.key, budget_arm));
@@ -64,7 +60,7 @@ std::vector<std::string> over_budget(const std::string& arm, const std::string& 
     for (const IterationRecord& r : sync_run(s, arm).trace.records) {
       std::string cat = iteration_category(r.iteration, s.log_interval);
       for (const auto& [site, n] : r.reads_per_site) {
-        int64_t allowed = (*b)[cat].value(site, int64_t{0});
+        int64_t allowed = budget_allowed(*b, cat, site);
         if (n > allowed)
           out.push_back(fmt::format("{} iteration {} ({}) rank {} site {}: {} reads > budget {}", s.key, r.iteration,
                                     cat, r.rank, site, n, allowed));
