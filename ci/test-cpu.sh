@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, configures and builds with the `cpu` preset, and runs every
-# CPU test (unit, multi-rank at np 2/4/8/64, harness self-tests, gate suites on every CPU fixture).
+# CPU test (unit, multi-rank at np 2/4/8/64, harness self-tests, gate suites on every CPU fixture), then fuzzes
+# the parsers for a fixed time each (ci/fuzz.sh: its own build, build/cpu-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/deps-cpu.sh
@@ -10,4 +11,6 @@ cmake --preset cpu
 cmake --build --preset cpu
 built=$(date +%s)
 ctest --preset cpu "$@"
-echo "test-cpu: build $((built - start)) s, tests $(( $(date +%s) - built )) s"
+tested=$(date +%s)
+bash ci/fuzz.sh
+echo "test-cpu: build $((built - start)) s, tests $((tested - built)) s, fuzz $(( $(date +%s) - tested )) s"
