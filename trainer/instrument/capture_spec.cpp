@@ -2,6 +2,7 @@
 // suites/fuzz/ builds this file alone.
 #include "trainer/instrument/capture.h"
 
+#include <charconv>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,10 @@ CaptureSpec parse_capture_spec(const std::string& text) {
     const std::string it = text.substr(at + 1);
     LG_INPUT_CHECK(!it.empty() && it.find_first_not_of("0123456789") == std::string::npos,
                    "capture probe '{}': iteration after '@' must be a number", text);
-    s.iteration = std::stoll(it);
+    // std::stoll threw std::out_of_range past 2^63 (found by suites/fuzz/fuzz_capture_spec).
+    const auto [end, ec] = std::from_chars(it.data(), it.data() + it.size(), s.iteration);
+    LG_INPUT_CHECK(ec == std::errc() && end == it.data() + it.size(), "capture probe '{}': iteration {} is out of range",
+                   text, it);
   }
   LG_INPUT_CHECK(s.iteration >= 2, "capture probe '{}': iteration must be >= 2 (iteration 1 warms up)", text);
   return s;
