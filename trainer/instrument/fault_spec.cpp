@@ -27,8 +27,9 @@ int64_t parse_int(const std::string& text, const std::string& key, const std::st
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(value.c_str(), &end, 10);
-  LG_INPUT_CHECK(!value.empty() && end && *end == '\0' && errno == 0, "fault spec '{}': field '{}': '{}' is not an integer",
-                 text, key, value);
+  // The whole value, not up to an embedded NUL ("3\0x" is not an integer).
+  LG_INPUT_CHECK(!value.empty() && end == value.c_str() + value.size() && errno == 0,
+                 "fault spec '{}': field '{}': '{}' is not an integer", text, key, value);
   LG_INPUT_CHECK(v >= lo && v <= std::numeric_limits<int>::max(), "fault spec '{}': field '{}': {} is out of range (>= {})",
                  text, key, v, lo);
   return v;
