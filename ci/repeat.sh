@@ -3,9 +3,10 @@
 # gates' golden values were bit-identical across runs.
 #   bash ci/repeat.sh N [ctest args...]      e.g. bash ci/repeat.sh 20;  bash ci/repeat.sh 3 -L unit
 # Builds once (the `cpu` preset; a no-op when up to date), then per run: `ctest --preset cpu --output-log`, the
-# pass/fail counts, the failing tests, and from each gate_<fixture> test's output the GoldenValues verdict and the
-# digest of the baseline's golden values (fnv1a64 of golden_values_from_trace, printed by suites/lr_schedule.cpp).
-# Logs of failing runs are kept (paths printed); passing runs keep only their golden lines. Exit 1 when any run
+# pass/fail counts, the failing tests, and from each gate_<fixture> test's output (CTest's LastTest.log, copied per
+# run) the GoldenValues verdict and the digest of the baseline's golden values (fnv1a64 of
+# golden_values_from_trace, printed by suites/lr_schedule.cpp). Logs of failing runs are kept (paths printed);
+# passing runs keep only their golden lines. Exit 1 when any run
 # failed or the golden digests differ between runs, 2 on bad arguments.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,12 +29,14 @@ for i in $(seq 1 "$n"); do
   start=$(date +%s)
   ctest --preset cpu --output-log "$log" "$@" >"$out/run-$i.stdout" 2>&1
   rc=$?
+  full=$out/run-$i.full.log  # every test's whole output (--output-log has only what the console shows)
+  cp build/cpu/Testing/Temporary/LastTest.log "$full" 2>/dev/null || : >"$full"
   secs=$(( $(date +%s) - start ))
   total=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$out/run-$i.stdout" | tail -1)
   failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\1/p' "$out/run-$i.stdout" | tail -1)
   total=${total:-0}; failed=${failed:-0}
   [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1   # ctest failed without a count line (e.g. no tests)
-  grep -o 'golden values [a-z0-9]*: [a-zA-Z]*, digest [a-z0-9:]*' "$log" | sort >"$out/run-$i.golden"
+  grep -o 'golden values [a-z0-9]*: [a-zA-Z]*, digest [a-z0-9:]*' "$full" | sort >"$out/run-$i.golden"
   golden_ok=$(grep -c ': pass, digest' "$out/run-$i.golden")
   golden_all=$(wc -l <"$out/run-$i.golden")
   digest=$(sha256sum <"$out/run-$i.golden" | cut -c1-12)
@@ -41,11 +44,10 @@ for i in $(seq 1 "$n"); do
   if [ "$rc" -ne 0 ]; then
     any_failed=1
     runs_failed=$((runs_failed + 1))
-    cp "$out/run-$i.stdout" "$out/run-$i.failed-summary"
-    echo "repeat: run $i FAILED (exit $rc); log: $log"
+    echo "repeat: run $i FAILED (exit $rc); logs: $log (console), $full (every test's output)"
     sed -n '/The following tests FAILED:/,$p' "$out/run-$i.stdout" | grep -v '^Errors while running' | sed 's/^/  /'
   else
-    rm -f "$log"
+    rm -f "$log" "$full"
   fi
   rm -f "$out/run-$i.stdout"
   echo "repeat: run $i/$n: $((total - failed)) passed, $failed failed, ${secs} s"
