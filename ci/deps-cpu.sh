@@ -3,7 +3,8 @@
 set -euo pipefail
 # chromium: the report_browser test renders `loopgate report`'s page headless (~122 MB download, ~410 MB disk).
 pkgs=(libtorch-dev libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-      libcli11-dev libfmt-dev clang lld ccache ninja-build cmake git python3 libopenblas0-serial chromium)
+      libcli11-dev libfmt-dev clang lld ccache ninja-build cmake git python3 libopenblas0-serial chromium
+      libclang-rt-14-dev)  # libclang-rt: libFuzzer and the sanitizer runtimes (ci/fuzz.sh, preset cpu-asan)
 # fp32 matmul goes through the libblas.so.3 alternative: single-threaded OpenBLAS (6x the reference BLAS's
 # sgemm; the golden values were made with it, golden/*/environment_cpu.json "blas").
 blas_alt=libblas.so.3-x86_64-linux-gnu

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, configures and builds with the `cpu` preset, and runs every
 # CPU test (unit, multi-rank at np 2/4/8/64, harness self-tests, gate suites on every CPU fixture), then
-# installs the package and runs examples/custom_arm against it (ci/custom-arm.sh).
+# installs the package and runs examples/custom_arm against it (ci/custom-arm.sh), then fuzzes the parsers for a
+# fixed time each (ci/fuzz.sh: its own build, build/cpu-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/deps-cpu.sh
@@ -13,5 +14,7 @@ built=$(date +%s)
 ctest --preset cpu "$@"
 tested=$(date +%s)
 bash ci/custom-arm.sh
+installed=$(date +%s)
+bash ci/fuzz.sh
 echo "test-cpu: build $((built - start)) s, tests $((tested - built)) s, installed package + custom_arm example" \
-     "$(( $(date +%s) - tested )) s"
+     "$((installed - tested)) s, fuzz $(( $(date +%s) - installed )) s"

@@ -27,7 +27,7 @@ function(loopgate_add_mpi_test)
   add_test(NAME ${T_NAME}
            COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_NP} ${MPIEXEC_PREFLAGS}
                    $<TARGET_FILE:${T_TARGET}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
-  set(labels mpi ${T_LABELS})
+  set(labels mpi np${T_NP} ${T_LABELS})  # np<N>: the rank count, for label filters (preset cpu-asan: np2)
   list(FIND labels gpu has_gpu)
   if(has_gpu EQUAL -1)
     list(APPEND labels cpu)

@@ -18,6 +18,9 @@ foreach(entry ${LOOPGATE_CPU_FIXTURES})
   if(np GREATER 8)
     list(APPEND labels slow)
   endif()
+  if(LOOPGATE_SANITIZE)
+    math(EXPR limit "${limit} * 3")  # ASan + UBSan: ~2x slower, on a shared 2-core machine up to ~3x
+  endif()
   math(EXPR per_test "${limit} - 60")
   loopgate_add_mpi_test(NAME gate_${fx} TARGET loopgate_gates NP ${np} TIMEOUT ${limit} LABELS ${labels}
     ARGS --lg_fixture=${fx} --lg_timeout=${per_test})

@@ -149,23 +149,19 @@ int check(const GoldenOptions& o) {
     // Sync budgets: every scenario and arm present, every site name known.
     int bbad = 0;
     for (const SyncScenario& s : sync_scenarios(fx)) {
-      const json* arms = nullptr;
-      if (budgets.contains("fixtures") && budgets["fixtures"].contains(fx) &&
-          budgets["fixtures"][fx]["scenarios"].contains(s.key))
-        arms = &budgets["fixtures"][fx]["scenarios"][s.key]["arms"];
       for (const std::string& arm : budget_arms()) {
-        if (!arms || !arms->contains(arm)) {
+        const json* budget = find_sync_budget(budgets, fx, s.key, arm);
+        if (!budget) {
           std::printf("FAIL sync_budgets %s %s %s: missing\n", fx.c_str(), s.key.c_str(), arm.c_str());
           ++bbad;
           continue;
         }
-        for (auto cat = (*arms)[arm].begin(); cat != (*arms)[arm].end(); ++cat)
-          for (auto site = cat.value().begin(); site != cat.value().end(); ++site)
-            if (!try_parse_site(site.key())) {
-              std::printf("FAIL sync_budgets %s %s %s: unknown site '%s'\n", fx.c_str(), s.key.c_str(), arm.c_str(),
-                          site.key().c_str());
-              ++bbad;
-            }
+        for (const std::string& site : budget_sites(*budget))
+          if (!try_parse_site(site)) {
+            std::printf("FAIL sync_budgets %s %s %s: unknown site '%s'\n", fx.c_str(), s.key.c_str(), arm.c_str(),
+                        site.c_str());
+            ++bbad;
+          }
       }
     }
     std::printf("%s sync_budgets.json[%s]\n", bbad ? "FAIL" : "ok  ", fx.c_str());

@@ -1,5 +1,5 @@
-// The capture probe's plain-C++ side: region names, the spec parser, the verdict line, the MPI vote, and the
-// session factory (the CUDA session lives in capture_cuda.cpp, GPU builds only).
+// The capture probe's plain-C++ side: the verdict line, the MPI vote, and the session factory (the CUDA session
+// lives in capture_cuda.cpp, GPU builds only; region names and the spec parser in capture_spec.cpp).
 #include "trainer/instrument/capture.h"
 
 #include <fmt/format.h>
@@ -15,28 +15,6 @@ std::unique_ptr<CaptureSession> make_capture_session() { return make_cuda_captur
 #else
 std::unique_ptr<CaptureSession> make_capture_session() { return nullptr; }
 #endif
-
-const std::vector<std::string>& capture_regions() {
-  static const std::vector<std::string> r = {"forward_backward", "optimizer", "training_log"};
-  return r;
-}
-
-CaptureSpec parse_capture_spec(const std::string& text) {
-  CaptureSpec s;
-  const size_t at = text.find('@');
-  s.region = text.substr(0, at);
-  bool known = false;
-  for (const std::string& r : capture_regions()) known = known || r == s.region;
-  LG_INPUT_CHECK(known, "capture probe '{}': region must be forward_backward, optimizer or training_log", text);
-  if (at != std::string::npos) {
-    const std::string it = text.substr(at + 1);
-    LG_INPUT_CHECK(!it.empty() && it.find_first_not_of("0123456789") == std::string::npos,
-                   "capture probe '{}': iteration after '@' must be a number", text);
-    s.iteration = std::stoll(it);
-  }
-  LG_INPUT_CHECK(s.iteration >= 2, "capture probe '{}': iteration must be >= 2 (iteration 1 warms up)", text);
-  return s;
-}
 
 std::string describe(const CaptureVerdict& v) {
   if (!v.attempted) return "capture probe: not reached";

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "trainer/instrument/timer_interval.h"
+
 namespace loopgate {
 
 class Comm;
@@ -54,13 +56,6 @@ class FakeClock : public Clock {
 
  private:
   double t_;
-};
-
-// One reported interval of one timer: the unit a Trace holds ("timer intervals reported at this iteration").
-struct TimerInterval {
-  std::string name;
-  int64_t seq = 0;        // 0, 1, 2, ... per timer, in start order
-  double seconds = 0.0;
 };
 
 // ---- the timer interface ----

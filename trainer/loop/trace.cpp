@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "trainer/common/error.h"
 
@@ -65,15 +67,42 @@ nlohmann::json exact(double v) {
   return {{"hex", hex(v)}, {"dec", dec}};
 }
 
+// An integer, range-checked for Int: nlohmann's get<int64_t> / get<int> casts a float or an out-of-range value
+// (undefined behaviour for a float past the range, e.g. 1e300 or 1.9e19; found by suites/fuzz/fuzz_trace).
+template <class Int>
+Int integer(const nlohmann::json& v, const std::string& key) {
+  LG_INPUT_CHECK(v.is_number_integer(), "trace JSON: field '{}' is not an integer ({})", key,
+                 v.is_number() ? v.dump() : v.type_name());
+  const bool in_range = v.is_number_unsigned()
+                            ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<Int>::max())
+                            : v.get<int64_t>() >= std::numeric_limits<Int>::min() &&
+                                  v.get<int64_t>() <= std::numeric_limits<Int>::max();
+  LG_INPUT_CHECK(in_range, "trace JSON: field '{}': {} is out of range", key, v.dump());
+  return v.is_number_unsigned() ? static_cast<Int>(v.get<uint64_t>()) : static_cast<Int>(v.get<int64_t>());
+}
+
 template <class T>
 T field(const nlohmann::json& j, const char* key) {
   LG_INPUT_CHECK(j.is_object() && j.contains(key), "trace JSON: field '{}' is missing", key);
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    LG_INPUT_CHECK(false, "trace JSON: field '{}': {}", key, e.what());
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return integer<T>(j.at(key), key);
+  } else {
+    try {
+      return j.at(key).get<T>();
+    } catch (const nlohmann::json::exception& e) {
+      LG_INPUT_CHECK(false, "trace JSON: field '{}': {}", key, e.what());
+    }
+    return T{};
   }
-  return T{};
+}
+
+// reads_per_site: {site: count}, each count an integer (see integer()).
+std::map<std::string, int64_t> site_counts(const nlohmann::json& j, const char* key) {
+  const auto& counts = field<nlohmann::json>(j, key);
+  LG_INPUT_CHECK(counts.is_object(), "trace JSON: field '{}' is not an object", key);
+  std::map<std::string, int64_t> out;
+  for (const auto& [site, n] : counts.items()) out[site] = integer<int64_t>(n, std::string(key) + "." + site);
+  return out;
 }
 
 double exact_field(const nlohmann::json& j, const char* key) {
@@ -214,13 +243,13 @@ IterationRecord record_from_json(const nlohmann::json& j) {
   for (const auto& iv : field<nlohmann::json>(j, "timer_intervals"))
     r.timer_intervals.push_back({field<std::string>(iv, "name"), field<int64_t>(iv, "seq"), exact_field(iv, "seconds")});
   if (j.contains("timer_window")) {  // absent in Traces written before it existed
-    const auto w = field<std::vector<int64_t>>(j, "timer_window");
-    LG_INPUT_CHECK(w.size() == 2, "trace JSON: field 'timer_window' must be [first, last] (got {} values)", w.size());
-    r.timer_window_first = w[0];
-    r.timer_window_last = w[1];
+    const nlohmann::json& w = j.at("timer_window");
+    LG_INPUT_CHECK(w.is_array() && w.size() == 2, "trace JSON: field 'timer_window' must be [first, last]");
+    r.timer_window_first = integer<int64_t>(w[0], "timer_window[0]");
+    r.timer_window_last = integer<int64_t>(w[1], "timer_window[1]");
   }
-  r.reads_per_site = field<std::map<std::string, int64_t>>(j, "reads_per_site");
-  if (j.contains("launches_per_site")) r.launches_per_site = field<std::map<std::string, int64_t>>(j, "launches_per_site");
+  r.reads_per_site = site_counts(j, "reads_per_site");
+  if (j.contains("launches_per_site")) r.launches_per_site = site_counts(j, "launches_per_site");
   for (const auto& v : field<nlohmann::json>(j, "fault_verdicts")) {
     const std::string phase = field<std::string>(v, "phase");
     LG_INPUT_CHECK(phase == "before_step" || phase == "after_step",
