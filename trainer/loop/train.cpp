@@ -54,7 +54,9 @@ struct Loop {
   Loop(const RunConfig& c, const Arm& a, ProcessGroups& g, int r)
       : cfg(c), arm(a), groups(g), rank(r), layout(Layout::build(g.world->size(), c.layout)),
         stage(gpt_build(c.model, layout, r, g)), rerun(c.rerun), faults(c.faults),
-        sites(a, c, ledger, g, r), schedule(select_schedule(layout)) {}
+        sites(a, c, ledger, g, r), schedule(select_schedule(layout)) {
+    schedule.warmup_shift = a.schedule_warmup_shift;  // 0 but for a planted defect (arms.h)
+  }
 };
 
 std::vector<at::Tensor> main_grads(Loop& L) {
@@ -182,6 +184,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     L.buffer->zero();
     fb = forward_backward(L.schedule, L.stage, *L.buffer, batch, make_hooks(L, iteration));
   });
+  rec.schedule = to_string(fb.executed);
   L.sites.timer_stop("forward-backward");
 
   // The rerun decision (should_run_forward_backward at loop exit) comes before optimizer.step. onesync keeps
