@@ -3,8 +3,8 @@
 // host-to-device copy and device wait that LibTorch and CUDA offer, with an explicit allowlist (file + reason) —
 // and the event timers keep the specification's properties on a FakeClock (each interval once, in order, exact
 // sums, open windows drained, one lagged window per report, at most the specification's 1024 events pending:
-// a literal here, never EventTimer::kMaxPendingEvents, which a change could raise with the code). The same
-// scenarios as the unit tests (fixtures/loop_checks.h). Run on rank 0 of every launch: they need no ranks, and
+// the literal kSpecBound below, never EventTimer::kMaxPendingEvents, which a change could raise with the code).
+// The same scenarios as the unit tests (fixtures/loop_checks.h). Run on rank 0 of every launch: they need no ranks, and
 // `loopgate gate --fixture F` must still run them; the harness all-reduces the verdict.
 // Not proven here: reads the scan cannot see (docs/gates.md lists them; CUPTI counts them on GPU runners).
 #include <gtest/gtest.h>
@@ -22,10 +22,14 @@ std::string join(const std::vector<std::string>& v, size_t limit = 12) {
   return s;
 }
 
+// Seed PR #7076: "bounded at 1024 pending events". The gate's own literal.
+constexpr size_t kSpecBound = 1024;
+static_assert(kSpecBound == kSpecMaxPendingEvents, "the unit tests and this gate hold the same specification");
+
 std::vector<std::string> timer_problems(const EventTimerFactory& make) {
   std::vector<std::string> p;
-  for (const TimerCheck& c : {check_event_timer_bound(make, kSpecMaxPendingEvents),
-                              check_event_timer_thousand_intervals(make, kSpecMaxPendingEvents),
+  for (const TimerCheck& c : {check_event_timer_bound(make, kSpecBound),
+                              check_event_timer_thousand_intervals(make, kSpecBound),
                               check_event_timer_drain(make), check_event_timer_lagging_device(make)})
     p.insert(p.end(), c.problems.begin(), c.problems.end());
   return p;
