@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "fixtures/compare.h"
 #include "fixtures/loop_checks.h"
 #include "fixtures/scenarios.h"
@@ -22,13 +24,23 @@ std::string join(const std::vector<std::string>& v, size_t limit = 8) {
 
 Layout gate_layout() { return Layout::build(world_size(), gate_config().layout); }
 int gate_microbatches() { return num_microbatches(gate_config().data, gate_layout()); }
+std::vector<int> microbatch_counts() {
+  std::vector<int> m = {gate_microbatches()};
+  for (int k = 1; k <= 2 * gate_layout().pp() + 2; ++k) m.push_back(k);
+  return m;
+}
 
+// This layout's pp with its M, and with every M up to 2 pp + 2 (a change of the global batch must not find a
+// wrong warmup cap: with M <= pp - stage - 1 the warmup is M).
 TEST(Schedule, OrderFunctionsHaveMegatronsCountsOnThisLayout) {
   const Layout layout = gate_layout();
-  const int m = gate_microbatches();
-  auto p = schedule_1f1b_problems(schedule_1f1b_order, layout.pp(), m);
-  auto q = schedule_no_pipelining_problems(schedule_no_pipelining_order, m);
-  p.insert(p.end(), q.begin(), q.end());
+  std::vector<std::string> p;
+  for (int m : microbatch_counts()) {
+    auto a = schedule_1f1b_problems(schedule_1f1b_order, layout.pp(), m);
+    auto b = schedule_no_pipelining_problems(schedule_no_pipelining_order, m);
+    p.insert(p.end(), a.begin(), a.end());
+    p.insert(p.end(), b.begin(), b.end());
+  }
   EXPECT_TRUE(p.empty()) << layout.describe() << ": " << join(p);
   const ScheduleKind want = layout.pp() > 1 ? ScheduleKind::k1F1B : ScheduleKind::kNoPipelining;
   EXPECT_EQ(select_schedule(layout).kind, want) << layout.describe() << ": select_schedule picked "
@@ -50,10 +62,11 @@ INSTANTIATE_TEST_SUITE_P(Arms, ScheduleRun, ::testing::ValuesIn(candidate_arms()
 // ---- gate power ----
 
 // An order function whose warmup is one forward too long (it computes stage s as s - 1): the counts reject it on
-// every layout, pp = 1 included (1F1B there must equal no pipelining).
+// every layout, pp = 1 included (1F1B there must equal no pipelining) — with two microbatches at least: with one,
+// every warmup runs F0 B0 (dp64), and there is nothing to be off by.
 TEST(GatePower, ScheduleRejectsAWarmupOffByOne) {
   const OrderFn one_too_many = [](int pp, int stage, int m) { return schedule_1f1b_order(pp, stage - 1, m); };
-  const auto p = schedule_1f1b_problems(one_too_many, gate_layout().pp(), gate_microbatches());
+  const auto p = schedule_1f1b_problems(one_too_many, gate_layout().pp(), std::max(gate_microbatches(), 2));
   EXPECT_FALSE(p.empty()) << "the schedule gate accepted a 1F1B warmup off by one on " << gate_layout().describe();
   if (!p.empty() && world_rank() == 0) std::printf("rejected as expected: %s\n", join(p, 2).c_str());
 }
