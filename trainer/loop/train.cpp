@@ -54,9 +54,7 @@ struct Loop {
   Loop(const RunConfig& c, const Arm& a, ProcessGroups& g, int r)
       : cfg(c), arm(a), groups(g), rank(r), layout(Layout::build(g.world->size(), c.layout)),
         stage(gpt_build(c.model, layout, r, g)), rerun(c.rerun), faults(c.faults),
-        sites(a, c, ledger, g, r), schedule(select_schedule(layout)) {
-    schedule.warmup_shift = a.schedule_warmup_shift;  // 0 but for a planted defect (arms.h)
-  }
+        sites(a, c, ledger, g, r), schedule(select_schedule(layout)) {}
 };
 
 std::vector<at::Tensor> main_grads(Loop& L) {
@@ -175,6 +173,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   L.ledger.begin_iteration(iteration);
   ScopedSite numerics("numerics");  // work outside any site: the numerics path, the same in every arm
   L.rerun.begin_iteration(iteration);
+  L.schedule.warmup_shift = L.arm.schedule_warmup_shift;  // 0 but for a planted defect (arms.h)
 
   // ==== TRAINING SECTION: the numerics path, identical for every arm ====
   L.sites.timer_start("forward-backward");
@@ -184,7 +183,6 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     L.buffer->zero();
     fb = forward_backward(L.schedule, L.stage, *L.buffer, batch, make_hooks(L, iteration));
   });
-  rec.schedule = to_string(fb.executed);
   L.sites.timer_stop("forward-backward");
 
   // The rerun decision (should_run_forward_backward at loop exit) comes before optimizer.step. onesync keeps
@@ -230,6 +228,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     L.groups.dp->all_reduce(val);
     out.loss = (val[0] / val[1]).reshape({1});
   }
+  rec.schedule = to_string(fb.executed);
   // ==== end of the numerics path ====
 
   // update_successful over TP x PP, then the LR schedule advances (by the global batch) on success only.
