@@ -1,7 +1,8 @@
 # `cmake --install build/cpu --prefix P`: the package a framework engineer gates their own loop variant with
 # (docs/custom-arms.md). Installs the trainer, fixtures, MPI gtest main and gate suites (exported as
 # loopgate::trainer, ::fixtures, ::gtest_main, ::gate_suites), the `loopgate` CLI (loopgate::loopgate), the
-# headers (include/loopgate/{trainer,fixtures}/...), golden/ (share/loopgate/golden) and
+# headers (include/loopgate/{trainer,fixtures}/...), golden/ (share/loopgate/golden), the trainer's sources for the
+# source scan (share/loopgate/trainer) and
 # lib/cmake/loopgate/loopgateConfig.cmake with loopgate_add_mpi_test(). Not installed: the project's own test
 # executables and the precompiled header (a build-speed device of this tree: no target's interface names it).
 #
@@ -15,6 +16,7 @@ include(CMakePackageConfigHelpers)
 
 set(LOOPGATE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/loopgate)
 set(LOOPGATE_INSTALL_GOLDEN_DIR ${CMAKE_INSTALL_DATADIR}/loopgate/golden)
+set(LOOPGATE_INSTALL_TRAINER_DIR ${CMAKE_INSTALL_DATADIR}/loopgate/trainer)
 
 # A consumer compiles the headers as C++17 at least (LibTorch 1.13's headers fail in C++20 with clang 14 anyway).
 target_compile_features(loopgate_trainer PUBLIC cxx_std_17)
@@ -32,12 +34,17 @@ install(TARGETS loopgate_trainer loopgate_fixtures loopgate_gtest_main loopgate_
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/trainer ${PROJECT_SOURCE_DIR}/fixtures
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/loopgate FILES_MATCHING PATTERN "*.h")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/golden/ DESTINATION ${LOOPGATE_INSTALL_GOLDEN_DIR})
+# The trainer's sources the library was built from: the loop_code gate's source scan reads them
+# (LOOPGATE_TRAINER_DIR), so an installed gate scans what it runs, with no source tree around.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/trainer DESTINATION ${CMAKE_INSTALL_DATADIR}/loopgate
+        FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.cpp" PATTERN "*.cc" PATTERN "*.cu" PATTERN "*.cuh"
+                       PATTERN "*.inl")
 install(EXPORT loopgateTargets NAMESPACE loopgate:: DESTINATION ${LOOPGATE_INSTALL_CMAKEDIR})
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/ctest/loopgateConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/loopgateConfig.cmake
                               INSTALL_DESTINATION ${LOOPGATE_INSTALL_CMAKEDIR}
-                              PATH_VARS LOOPGATE_INSTALL_GOLDEN_DIR)
+                              PATH_VARS LOOPGATE_INSTALL_GOLDEN_DIR LOOPGATE_INSTALL_TRAINER_DIR)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/loopgateConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/loopgateConfig.cmake ${PROJECT_BINARY_DIR}/loopgateConfigVersion.cmake

@@ -338,8 +338,9 @@ TEST(Timers, FakeClockThousandIntervalsThroughTheRegistrySumExactlyWithin1024Pen
   }
   EXPECT_EQ(fb_sum, fb_total);
   EXPECT_EQ(opt_sum, opt_total);
-  EXPECT_LE(fb.max_pending_seen(), EventTimer::kMaxPendingEvents);
-  EXPECT_LE(opt.max_pending_seen(), EventTimer::kMaxPendingEvents);
+  // The specification's bound, not EventTimer::kMaxPendingEvents (a change could raise the constant with the code).
+  EXPECT_LE(fb.max_pending_seen(), 1024u);
+  EXPECT_LE(opt.max_pending_seen(), 1024u);
   EXPECT_GT(fb.forced_waits() + opt.forced_waits(), 0) << "the 1024-event bound was never reached: not exercised";
   // Nothing had completed at the first log point: each timer's first report waited once for its window.
   EXPECT_EQ(fb.first_report_waits(), 1);

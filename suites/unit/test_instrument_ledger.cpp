@@ -1,5 +1,5 @@
 // Unit tests for the host-read ledger: site names, counts per site per iteration, values of any dtype, the
-// watchdog's current site, checksums, and the source scan that fails on a direct device read in loop/optim.
+// watchdog's current site, checksums, and the source scan of every folder of trainer/ (with planted reads).
 // Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 shifts every hand-computed expectation, so every test here fails.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <set>
 
 #include "trainer/common/error.h"
+#include "fixtures/loop_checks.h"
 #include "trainer/instrument/ledger.h"
 
 namespace loopgate {
@@ -129,63 +130,63 @@ TEST(Ledger, ChecksumIsStableSeesOneBitAndIsNotACountedRead) {
   EXPECT_EQ(ledger.total(), 0);
 }
 
-// ---- the source scan ----
+// ---- the source scan (the same checks the loop_code gate runs: fixtures/loop_checks.h) ----
 
-std::filesystem::path repo_root() {
-  // __FILE__ is this file's absolute path (CMake passes absolute sources): <root>/suites/unit/<this>.
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
-}
-
-TEST(LedgerSourceScan, LoopAndOptimReadOnlyThroughTheLedger) {
-  const auto root = repo_root();
-  ASSERT_TRUE(std::filesystem::exists(root / "trainer" / "common" / "error.h")) << "repo root not found from " << __FILE__;
-  int files = 0;
-  const auto violations =
-      scan_tree_for_host_reads({(root / "trainer" / "loop").string(), (root / "trainer" / "optim").string()}, &files);
-  EXPECT_GE(files, 4) << "rerun.{h,cpp} and trace.{h,cpp} at least";
+TEST(LedgerSourceScan, EveryFolderOfTrainerReadsOnlyThroughTheLedger) {
+  const TrainerScan scan = scan_trainer_for_host_reads(trainer_source_dir());
+  const auto p = scan_problems(scan);
   std::string list;
-  for (const auto& v : violations) list += fmt::format("\n  {}:{}: '{}' in: {}", v.file, v.line, v.pattern, v.text);
-  EXPECT_EQ(violations.size(), 0u + wrong()) << "direct device reads outside the ledger (use ledger.read):" << list;
+  for (const std::string& x : p) list += "\n  " + x;
+  EXPECT_EQ(p.size(), 0u + wrong()) << "direct device reads outside the ledger:" << list;
+  // Every folder of trainer/ was scanned, whatever its name: the seven of today at least.
+  for (const char* folder : {"common", "instrument", "loop", "model", "optim", "parallel", "pipeline"})
+    EXPECT_GT(scan.folders.count(folder), 0u) << folder << " not scanned: " << scan_summary(scan);
+  EXPECT_GE(scan.files, 60) << scan_summary(scan);
+  // The allowlist holds exact files with reasons; loop code is never on it.
+  for (const HostReadAllowance& a : host_read_allowlist()) {
+    EXPECT_FALSE(a.reason.empty()) << a.file;
+    EXPECT_FALSE(a.patterns.empty()) << a.file;
+    for (const char* loop : {"loop/", "optim/", "pipeline/", "model/"}) EXPECT_NE(a.file.rfind(loop, 0), 0u) << a.file;
+  }
 }
 
-TEST(LedgerSourceScan, CatchesEveryPlantedRead) {
-  const std::vector<std::pair<std::string, std::string>> planted = {
-      {"  float v = loss.item<float>();", ".item<"},
-      {"  if (bad.item().toBool()) return;", ".item("},
-      {"  auto xs = t.tolist();", ".tolist("},
-      {"  const float* p = t.data_ptr<float>();", "data_ptr<"},
-      {"  auto seed = at::tensor({0.0}, opts);", "at::tensor("},
-      {"  auto seed = torch::tensor({0.0}, opts);", "torch::tensor("},
-      {"  auto h = t.to(at::kCPU);", ".to(at::kCPU)"},
-      {"  auto h = t.cpu();", ".cpu()"},
-  };
-  for (const auto& [line, pattern] : planted) {
-    const auto v = scan_for_host_reads("trainer/loop/train.cpp", "int a;\n" + line + "\n");
-    ASSERT_EQ(v.size(), 1u + wrong()) << line;
-    EXPECT_EQ(v[0].pattern, pattern);
-    EXPECT_EQ(v[0].line, 2);
-  }
-  // Comments call nothing; a real call after code on the same line is still caught; ledger.* is exempt.
-  EXPECT_TRUE(scan_for_host_reads("trainer/loop/a.cpp", "x = 1;  // Megatron: found_inf.item()\n").empty());
-  EXPECT_EQ(scan_for_host_reads("trainer/loop/a.cpp", "y = t.cpu(); // then .item()\n").size(), 1u);
-  EXPECT_TRUE(scan_for_host_reads("trainer/instrument/ledger.cpp", "auto v = t.item<float>();\n").empty());
-  EXPECT_FALSE(scan_for_host_reads("trainer/loop/ledger_user.cpp", "auto v = t.item<float>();\n").empty());
-  // End to end through a tree: a planted file among clean ones is found, with its path and line.
+TEST(LedgerSourceScan, FindsEveryPlantedReadInACopyOfTheTree) {
+  std::string summary;
+  const auto p = planted_scan_problems(trainer_source_dir(), &summary);
+  std::string list;
+  for (const std::string& x : p) list += "\n  " + x;
+  EXPECT_EQ(p.size(), 0u + wrong()) << summary << list;
+}
+
+TEST(LedgerSourceScan, IgnoresCommentsAndStringsAndNamesTheLine) {
+  EXPECT_TRUE(scan_for_host_reads("loop/a.cpp", "x = 1;  // Megatron: found_inf.item()\n").empty());
+  EXPECT_TRUE(scan_for_host_reads("loop/a.cpp", "/* t.cpu()\n   t.item() */ int y;\n").empty());
+  EXPECT_TRUE(scan_for_host_reads("loop/a.cpp", "LG_CHECK(ok, \"call .item() or .cpu() later\");\n").empty());
+  EXPECT_TRUE(scan_for_host_reads("loop/a.cpp", "const char* ops[] = {\"aten::_local_scalar_dense\"};\n").empty());
+  const auto v = scan_for_host_reads("loop/a.cpp", "int a;\n/* two\nlines */ y = t.cpu(); // then .item()\n");
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].line, 3 + wrong());
+  EXPECT_EQ(v[0].pattern, "'.cpu()'");
+  EXPECT_EQ(v[0].text, "lines */ y = t.cpu(); // then .item()");
+  // A quote after a digit is a separator, not a literal that would swallow the read after it.
+  EXPECT_EQ(scan_for_host_reads("loop/a.cpp", "int n = 1'000; auto h = t.cpu();\n").size(), 1u);
+  EXPECT_EQ(scan_for_host_reads("loop/a.cpp", "auto s = R\"(t.item())\"; auto h = t.cpu();\n").size(), 1u);
+}
+
+TEST(LedgerSourceScan, AMissingOrEmptyTreeIsAViolationNotACleanScan) {
+  EXPECT_EQ(scan_trainer_for_host_reads("/nonexistent/loopgate/trainer").violations.size(), 1u + wrong());
   namespace fs = std::filesystem;
-  const fs::path tmp = fs::temp_directory_path() / fmt::format("loopgate_scan_{}", ::getpid());
-  fs::create_directories(tmp / "loop" / "sites");
-  std::ofstream(tmp / "loop" / "clean.cpp") << "at::Tensor t = at::zeros({1});\n";
-  std::ofstream(tmp / "loop" / "sites" / "planted.h") << "// header\ninline float f(const at::Tensor& t) {\n  return t.item<float>();\n}\n";
+  const fs::path tmp = fs::temp_directory_path() / fmt::format("loopgate_empty_{}", ::getpid());
+  fs::create_directories(tmp / "loop");
   std::ofstream(tmp / "loop" / "notes.md") << "x.item()\n";  // not a source file
-  int files = 0;
-  const auto found = scan_tree_for_host_reads({(tmp / "loop").string()}, &files);
+  const TrainerScan scan = scan_trainer_for_host_reads(tmp.string());
   fs::remove_all(tmp);
-  EXPECT_EQ(files, 2);
-  ASSERT_EQ(found.size(), 1u);
-  EXPECT_EQ(fs::path(found[0].file).filename(), "planted.h");
-  EXPECT_EQ(found[0].line, 3);
-  // A missing directory is a violation, not a silent pass.
-  EXPECT_EQ(scan_tree_for_host_reads({"/nonexistent/loopgate/trainer/loop"}).size(), 1u);
+  ASSERT_EQ(scan.violations.size(), 1u);
+  EXPECT_EQ(scan.violations[0].pattern, "<no source files>");
+  // Every allowlist entry is stale in an empty tree: an entry must name a file and spelling that really read.
+  size_t spellings = 0;
+  for (const HostReadAllowance& a : host_read_allowlist()) spellings += a.patterns.size();
+  EXPECT_EQ(scan.stale.size(), spellings);
 }
 
 }  // namespace

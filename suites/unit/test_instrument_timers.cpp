@@ -1,8 +1,9 @@
 // Unit tests for the timers on a FakeClock. HostTimer: Megatron's accumulate/elapsed semantics with barrier and
 // device-synchronize hooks. EventTimer (multirank-harness.md §8, seed commit 4): each interval reported exactly
 // once; in order; at most 1024 pending events; open windows drained on stop; the first report blocks once; and
-// sums over 1000 intervals equal the recorded total exactly (binary-fraction intervals). Timers: log strings
-// in Megatron's format, min/max over ranks through one all-gather; log levels.
+// sums over 1000 intervals equal the recorded total exactly (binary-fraction intervals) — the scenarios the
+// loop_code gate runs too live in fixtures/loop_checks.h. Timers: log strings in Megatron's format, min/max over
+// ranks through one all-gather; log levels.
 // Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 shifts every hand-computed expectation, so every test here fails.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "fixtures/loop_checks.h"
 #include "trainer/common/error.h"
 #include "trainer/instrument/ledger.h"
 #include "trainer/instrument/timers.h"
@@ -61,6 +63,12 @@ class FakeComm : public Comm {
   std::vector<int> ranks_;
   int64_t calls_ = 0;
 };
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += "\n  " + x;
+  return s;
+}
 
 std::vector<int64_t> seqs(const std::vector<TimerInterval>& v) {
   std::vector<int64_t> out;
@@ -166,46 +174,27 @@ TEST(TimerEvent, ReportWaitsOnlyWhenTheDueWindowIsIncomplete) {
 }
 
 TEST(TimerEvent, AtMost1024PendingEventsOldestWaitedForWhenFull) {
-  FakeClock clock;
-  ClockEventSource events(&clock);
-  EventTimer t("t", &events);
-  for (int i = 0; i < 600; ++i) {  // 1200 events, none completed by the "device"
-    t.start();
-    clock.advance(0.125);
-    t.stop();
-    clock.advance(0.125);
-  }
-  EXPECT_EQ(t.max_pending_seen(), 1024u + wrong());
-  EXPECT_LE(t.pending_events(), EventTimer::kMaxPendingEvents);
+  // 600 intervals (1200 events) the device never completes: the scenario the loop_code gate runs too.
+  const TimerCheck c = check_event_timer_bound(code_event_timer(), kSpecMaxPendingEvents);
+  EXPECT_TRUE(c.problems.empty()) << join(c.problems);
+  EXPECT_EQ(c.max_pending, 1024u + wrong());
   // Full at the 513th start (512 closed intervals = 1024 events); then once per further interval.
-  EXPECT_EQ(t.forced_waits(), 600 - 512);
-  EXPECT_EQ(events.blocking_waits(), 88);
-  // Forced completion does not make a report early: the first log point still previews, and nothing is reported
-  // before the window is due. Nothing lost: the drain reports all 600 x 0.125, once each.
-  EXPECT_EQ(t.elapsed(false), 75.0);
-  EXPECT_TRUE(t.take_reported().empty());
-  const auto rest = t.drain();
-  EXPECT_EQ(rest.size(), 600u);
-  EXPECT_EQ(t.elapsed(), 75.0);
-  const auto all = t.take_reported();
-  ASSERT_EQ(all.size(), 600u);
-  for (int i = 0; i < 600; ++i) EXPECT_EQ(all[i].seq, i);
+  EXPECT_EQ(c.forced_waits, 600 - 512);
+  EXPECT_EQ(c.blocking_waits, 88);
+  EXPECT_EQ(c.intervals, 600u);
+  EXPECT_EQ(c.reported_seconds, 75.0);
+  // A bound of 2048 holds every event of the scenario: above the specification, and never enforced.
+  const TimerCheck raised = check_event_timer_bound(
+      [](const std::string& n, EventSource* e) { return std::make_unique<EventTimer>(n, e, 2048); }, kSpecMaxPendingEvents);
+  EXPECT_EQ(raised.max_pending, 1200u + wrong());
+  EXPECT_EQ(raised.problems.size(), 2u) << join(raised.problems);
 }
 
 TEST(TimerEvent, DrainReportsOpenWindows) {
-  FakeClock clock;
-  ClockEventSource events(&clock);
-  EventTimer t("t", &events);
-  t.start(); clock.advance(0.25); t.stop();
-  t.start(); clock.advance(0.5); t.stop();
-  t.start(); clock.advance(1.0);  // open window
-  const auto drained = t.drain();
-  EXPECT_EQ(seqs(drained), (std::vector<int64_t>{0, 1, 2 + wrong()}));
-  EXPECT_EQ(drained[2].seconds, 1.0);
-  EXPECT_FALSE(t.started());
-  EXPECT_EQ(t.pending_events(), 0u);
-  EXPECT_EQ(t.elapsed(), 1.75);
-  EXPECT_TRUE(t.drain().empty());  // nothing reported twice
+  const TimerCheck c = check_event_timer_drain(code_event_timer());
+  EXPECT_TRUE(c.problems.empty()) << join(c.problems);
+  EXPECT_EQ(c.intervals, 3u + wrong());  // two closed windows and the open one, nothing twice
+  EXPECT_EQ(c.reported_seconds, 1.75);
 }
 
 // The interval-time timer of the loop: running from the start, split at every log point.
@@ -235,38 +224,13 @@ TEST(TimerEvent, IntervalTimerPreviewThenOneWindowPerLogPoint) {
 }
 
 TEST(TimerEvent, ThousandIntervalsSumExactlyToTheRecordedTotal) {
-  FakeClock clock;
-  ClockEventSource events(&clock);
-  EventTimer t("forward-backward", &events);
   // Interval k lasts (k % 7 + 1) / 64 s, with 1/128 s gaps: all exact binary fractions.
   // Total = 142 * (1+...+7)/64 + (1+...+6)/64 = (3976 + 21) / 64 = 62.453125 s.
-  double reported = 0.0;
-  uint64_t lcg = 12345;
-  for (int k = 0; k < 1000; ++k) {
-    t.start();
-    clock.advance((k % 7 + 1) / 64.0);
-    t.stop();
-    clock.advance(1.0 / 128.0);
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    if ((lcg >> 60) == 0) events.resolve_upto(events.recorded() - static_cast<int64_t>((lcg >> 40) % 5));
-    if (k % 10 == 9) {  // the log point, every 10 iterations (the first one previews)
-      const double v = t.elapsed();
-      if (!t.last_was_preview()) reported += v;
-    }
-  }
-  t.drain();
-  reported += t.elapsed();
-  EXPECT_EQ(reported, 62.453125 + wrong() / 64.0);
-  const auto all = t.take_reported();
-  ASSERT_EQ(all.size(), 1000u);
-  double sum = 0.0;
-  for (int k = 0; k < 1000; ++k) {
-    EXPECT_EQ(all[k].seq, k);
-    EXPECT_EQ(all[k].seconds, (k % 7 + 1) / 64.0);
-    sum += all[k].seconds;
-  }
-  EXPECT_EQ(sum, 62.453125);
-  EXPECT_LE(t.max_pending_seen(), 1024u);
+  const TimerCheck c = check_event_timer_thousand_intervals(code_event_timer(), kSpecMaxPendingEvents);
+  EXPECT_TRUE(c.problems.empty()) << join(c.problems);
+  EXPECT_EQ(c.reported_seconds, 62.453125 + wrong() / 64.0);
+  EXPECT_EQ(c.intervals, 1000u);
+  EXPECT_LE(c.max_pending, 1024u);
 }
 
 // ---- a device running a seeded random 0-3 windows behind ----
@@ -305,49 +269,17 @@ TEST(TimerLaggingDevice, LagDecidesWhichWindowsAreComplete) {
 // exactly the window before (its own distinct binary-fraction length), never 0, never two windows; a wait exactly
 // when the device was two or more windows behind. "Whatever has completed" fails this (issue 13, item 2).
 TEST(TimerLaggingDevice, OneWindowPerLogPointWhateverTheLag) {
-  FakeClock clock;
-  WindowLagEventSource events(&clock, /*seed=*/20261130, /*max_windows=*/3);
-  EventTimer interval("interval-time", &events), step("forward-backward", &events);
-  interval.start();
-  std::vector<double> window_seconds;
-  int64_t waits_expected = 0, behind = 0;
-  for (int k = 1; k <= 60; ++k) {
-    double window = 0.0;
-    for (int it = 0; it < 3; ++it) {  // three iterations per log window
-      step.start();
-      const double d = (k % 5 + 1) / 32.0 + it / 256.0;
-      clock.advance(d);
-      step.stop();
-      clock.advance(1.0 / 512.0);
-      window += d + 1.0 / 512.0;
-    }
-    window_seconds.push_back(window);
-    const int64_t waits_before = events.blocking_waits();
-    const int lag = events.begin_log_point();
-    const double v = interval.elapsed(k > 1);
-    step.elapsed();
-    events.end_log_point();
-    const auto got = interval.take_reported();
-    const auto steps = step.take_reported();
-    const int64_t waits = events.blocking_waits() - waits_before;
-    if (k == 1) {
-      EXPECT_TRUE(interval.last_was_preview());
-      EXPECT_TRUE(got.empty());
-      EXPECT_EQ(v, window_seconds[0]);
-      EXPECT_EQ(waits, 1) << "the first report waits once";
-      continue;
-    }
-    ASSERT_EQ(got.size(), 1u) << "log point " << k << " (lag " << lag << "): " << got.size() << " windows in one report";
-    EXPECT_EQ(got[0].seq, k - 2 + wrong());
-    EXPECT_EQ(got[0].seconds, window_seconds[k - 2]) << "log point " << k;
-    EXPECT_GT(v, 0.0);
-    EXPECT_EQ(steps.size(), 3u) << "log point " << k << ": the step timer's window before";
-    waits_expected += lag >= 2;
-    behind += lag >= 2;
-    EXPECT_EQ(waits, lag >= 2 ? 1 : 0) << "log point " << k << " lag " << lag;
-  }
-  EXPECT_EQ(interval.lag_waits(), waits_expected);
-  EXPECT_GT(behind, 5) << "the seeded lags rarely put the device two windows behind: not exercised";
+  const TimerCheck c = check_event_timer_lagging_device(code_event_timer());
+  EXPECT_TRUE(c.problems.empty()) << join(c.problems);
+  EXPECT_EQ(c.first_report_waits, 1 + wrong());
+  EXPECT_EQ(c.blocking_waits, 1);  // at the first log point
+  EXPECT_EQ(c.lag_waits, c.behind);
+  EXPECT_GT(c.behind, 5) << "the seeded lags rarely put the device two windows behind: not exercised";
+  // The seed PR's first form fails it (0.0 lines, doubled windows: issue 13, item 2).
+  const TimerCheck whatever = check_event_timer_lagging_device([](const std::string& n, EventSource* e) {
+    return std::make_unique<EventTimer>(n, e, EventTimer::kMaxPendingEvents, TimerReport::kWhateverCompleted);
+  });
+  EXPECT_FALSE(whatever.problems.empty());
 }
 
 // ---- Timers registry ----

@@ -89,6 +89,7 @@ Trace sample_trace() {
     r.timer_intervals = {{"forward-backward", 6, 0.046875}, {"interval-time", 3, 1e-310}};
     r.reads_per_site = {{"batched_log_read", 1}, {"rerun_decision", 1}};
     r.fault_verdicts = {{7, VerdictPhase::kBeforeStep, "skip_step"}};
+    r.schedule = rank == 0 ? "F0 F1 B0 F2 B1 B2" : "F0 B0 F1 B1 F2 B2";
     r.param_checksum_before = 0xfedcba9876543210ull;
     r.param_checksum_after = 0x0123456789abcdefull;
     r.exit_decision = rank == 1;
@@ -139,6 +140,24 @@ TEST(TraceJson, EqualityNamesTheFirstDifferingBit) {
   b.records[0].fault_verdicts[0].phase = VerdictPhase::kAfterStep;  // detected too late
   EXPECT_FALSE(traces_equal(a, b, &why));
   EXPECT_NE(why.find("fault_verdicts"), std::string::npos) << why;
+}
+
+// The executed pipeline schedule: stored as written, compared, and absent in Traces written before it existed.
+TEST(TraceJson, ScheduleRoundTripsAndIsOptional) {
+  const Trace t = sample_trace();
+  nlohmann::json j = to_json(t);
+  EXPECT_EQ(j.at("records").at(0).at("schedule"), wrong() ? "F0 B0 F1 B1 F2 B2" : "F0 F1 B0 F2 B1 B2");
+  EXPECT_EQ(trace_from_json(j).records[1].schedule, "F0 B0 F1 B1 F2 B2");
+  Trace b = t;
+  b.records[0].schedule = "F0 B0 F1 F2 B1 B2";
+  std::string why;
+  EXPECT_FALSE(traces_equal(t, b, &why));
+  EXPECT_NE(why.find("schedule: 'F0 F1 B0 F2 B1 B2' vs 'F0 B0 F1 F2 B1 B2'"), std::string::npos) << why;
+  for (auto& rec : j["records"]) rec.erase("schedule");  // an older Trace
+  const Trace old = trace_from_json(j);
+  EXPECT_TRUE(old.records[0].schedule.empty());
+  IterationRecord none;
+  EXPECT_FALSE(to_json(none).contains("schedule"));  // nothing written when nothing was recorded
 }
 
 TEST(TraceJson, MalformedInputNamesTheField) {

@@ -18,6 +18,7 @@
 
 #include "fixtures/fixtures.h"
 #include "fixtures/golden.h"
+#include "fixtures/loop_checks.h"
 #include "fixtures/scenarios.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/validate.h"
@@ -404,6 +405,7 @@ int cmd_gate(const GateOptions& o_in) {
   for (const std::string& a : o.arms) check_arm_in(known, a);
   set_mpi_launch_env();
   setenv("LOOPGATE_GOLDEN_DIR", default_golden_dir().c_str(), 0);  // this CLI's golden/ (the installed one if installed)
+  setenv("LOOPGATE_TRAINER_DIR", trainer_source_dir().c_str(), 0);  // and its trainer's sources (loop_code's scan)
   setenv("GTEST_COLOR", "no", 1);
 
   char tmpl[] = "/tmp/loopgate-gate-XXXXXX";

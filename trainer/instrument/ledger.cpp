@@ -1,4 +1,4 @@
-// The host-read ledger: counting, recording, and the source scan that keeps loop code honest.
+// The host-read ledger: counting and recording. The source scan that keeps loop code honest is ledger_scan.cpp.
 #include "trainer/instrument/ledger.h"
 
 #include <map>
@@ -6,9 +6,6 @@
 #include <ATen/ATen.h>
 
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "trainer/common/error.h"
 #include "trainer/instrument/op_counter.h"
@@ -218,49 +215,6 @@ uint64_t tensor_checksum(const std::vector<at::Tensor>& tensors) {
     mix(slice.data_ptr(), slice.numel() * slice.element_size());
   }
   return h;
-}
-
-// ---- the source scan ----
-
-namespace {
-const char* const kForbidden[] = {".item(", ".item<", ".tolist(", "data_ptr<", "at::tensor(", "torch::tensor(",
-                                  ".to(at::kCPU)", ".to(torch::kCPU)", ".cpu()"};
-}
-
-std::vector<HostReadViolation> scan_for_host_reads(const std::string& file, const std::string& text) {
-  std::vector<HostReadViolation> out;
-  if (std::filesystem::path(file).filename().string().rfind("ledger.", 0) == 0) return out;
-  std::istringstream in(text);
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    std::string code = line.substr(0, line.find("//"));
-    for (const char* pat : kForbidden)
-      if (code.find(pat) != std::string::npos) out.push_back({file, n, pat, line});
-  }
-  return out;
-}
-
-std::vector<HostReadViolation> scan_tree_for_host_reads(const std::vector<std::string>& dirs, int* files_scanned) {
-  namespace fs = std::filesystem;
-  std::vector<HostReadViolation> out;
-  if (files_scanned) *files_scanned = 0;
-  for (const std::string& dir : dirs) {
-    if (!fs::is_directory(dir)) {
-      out.push_back({dir, 0, "<missing directory>", ""});
-      continue;
-    }
-    for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-      const auto ext = entry.path().extension().string();
-      if (!entry.is_regular_file() || (ext != ".cpp" && ext != ".h")) continue;
-      if (files_scanned) ++*files_scanned;
-      std::ifstream f(entry.path());
-      std::stringstream ss;
-      ss << f.rdbuf();
-      auto v = scan_for_host_reads(entry.path().string(), ss.str());
-      out.insert(out.end(), v.begin(), v.end());
-    }
-  }
-  return out;
 }
 
 }  // namespace loopgate

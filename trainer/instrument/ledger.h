@@ -103,21 +103,51 @@ class Ledger {
 // Not counted: call through Ledger::checksum from the loop.
 uint64_t tensor_checksum(const std::vector<at::Tensor>& tensors);
 
-// ---- the source scan ----
+// ---- the source scan (ledger_scan.cpp) ----
 
-// One line of loop code that reads the device directly instead of through the ledger.
+// Loop code reads the device only through the Ledger; the scan finds the spellings that would bypass it. A
+// pattern is one spelling LibTorch (or CUDA) offers for a device-to-host read, a pageable host-to-device copy or
+// a host wait on the device; `name` is what a violation reports. What no pattern can see (a copy_ into a CPU
+// tensor made elsewhere, a variable holding the CPU device, operator<< on a tensor, a helper defined in an
+// allowlisted file): docs/gates.md, "loop_code".
+struct HostReadPattern {
+  std::string name;  // "'.item()'", "'.to(<CPU device>)'", ...
+  std::string what;  // why it reads or waits
+};
+const std::vector<HostReadPattern>& host_read_patterns();
+
+// The files that may read directly, by exact path under trainer/ (no prefixes, no folders), each with why and
+// with the spellings it may use (any other spelling there is a violation). Loop code (loop/, optim/, pipeline/,
+// model/) is never on it.
+struct HostReadAllowance {
+  std::string file;                   // "instrument/ledger.cpp"
+  std::vector<std::string> patterns;  // HostReadPattern names
+  std::string reason;
+};
+const std::vector<HostReadAllowance>& host_read_allowlist();
+
+// One spelling of a direct read on one line.
 struct HostReadViolation {
   std::string file;
   int line;
-  std::string pattern;
-  std::string text;
+  std::string pattern;  // HostReadPattern::name
+  std::string text;     // the source line as written
 };
-// Patterns: .item( .item< .tolist( data_ptr< at::tensor( torch::tensor( .to(at::kCPU) .to(torch::kCPU) .cpu()
-// Text after `//` is ignored (a comment that names .item() calls nothing). Files whose name starts with
-// "ledger." are exempt.
+// Every hit of every pattern in `text`, no allowlist applied. Comments and the contents of string and character
+// literals are ignored (a comment or an error message naming .item() calls nothing), except a literal naming
+// the CPU device ("cpu", "cpu:0"), which `.to("cpu")` needs. A statement spread over lines is matched whole and
+// reported at the line where its match starts.
 std::vector<HostReadViolation> scan_for_host_reads(const std::string& file, const std::string& text);
-// Scans every .h/.cpp under each directory (recursively); a missing directory is itself a violation.
-std::vector<HostReadViolation> scan_tree_for_host_reads(const std::vector<std::string>& dirs,
-                                                        int* files_scanned = nullptr);
+
+struct TrainerScan {
+  std::vector<HostReadViolation> violations;  // hits in files not on the allowlist (paths relative to trainer/)
+  std::vector<HostReadViolation> allowed;     // hits in allowlisted files
+  std::vector<std::string> stale;             // allowlist entries (file, or file and spelling) with no hit
+  std::map<std::string, int> folders;         // every folder under trainer/ ("." for trainer/ itself): source files
+  int files = 0;
+};
+// Scans every source file (.h .hpp .cpp .cc .cu .cuh .inl) in every folder under `trainer_dir`, recursively —
+// whatever folders exist, none named here. A missing or empty `trainer_dir` is a violation, not a clean scan.
+TrainerScan scan_trainer_for_host_reads(const std::string& trainer_dir);
 
 }  // namespace loopgate

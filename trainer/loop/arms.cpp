@@ -135,6 +135,14 @@ std::vector<Arm> build_defects() {
              "sync_budget");
   a.nan_bank = NanBank::kPredicate;
   d.push_back(a);
+  // ---- schedule ----
+  // One forward more in 1F1B's warmup on every stage: the p2p sends and receives still pair up and every stage
+  // still runs its backwards in microbatch order, so the numerics are the baseline's bits; only the executed
+  // schedule in the Trace shows it.
+  a = defect("defect-schedule-warmup", "1F1B runs one warmup forward too many on every stage (same numerics)",
+             "schedule", "pp2");
+  a.schedule_warmup_shift = 1;
+  d.push_back(a);
   // ---- ledger == CUPTI (GPU only) ----
   a = defect("defect-hidden-sync", "a device synchronize outside the ledger per iteration (only CUPTI sees it)",
              "ledger_cupti");

@@ -58,6 +58,7 @@ struct Arm {
   bool lr_advances_on_skip = false;  // the scheduler steps on a skipped iteration (Megatron: success only)
   VoteGroup rerun_vote = VoteGroup::kWorld;  // _reduce_any over the world
   VoteGroup exit_vote_group = VoteGroup::kWorld;  // the --exit-duration-in-mins vote over the world
+  int schedule_warmup_shift = 0;     // forwards added to 1F1B's warmup on every stage (Megatron: 0; Schedule)
   ArmHooks hooks;
   // ---- planted defects only ----
   std::string rejected_by;  // the gate that must reject it (`loopgate selftest`); "" for a real arm

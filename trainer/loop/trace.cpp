@@ -163,6 +163,7 @@ bool records_equal(const IterationRecord& a, const IterationRecord& b, std::stri
   if (a.reads_per_site != b.reads_per_site) return fail("reads_per_site differs");
   if (a.launches_per_site != b.launches_per_site) return fail("launches_per_site differs");
   if (a.fault_verdicts != b.fault_verdicts) return fail("fault_verdicts differ");
+  if (a.schedule != b.schedule) return fail(fmt::format("schedule: '{}' vs '{}'", a.schedule, b.schedule));
   if (a.param_checksum_before != b.param_checksum_before) return fail("param_checksum_before differs");
   if (a.param_checksum_after != b.param_checksum_after) return fail("param_checksum_after differs");
   if (a.exit_decision != b.exit_decision) return fail("exit_decision differs");
@@ -208,6 +209,7 @@ nlohmann::json to_json(const IterationRecord& r) {
   for (const auto& v : r.fault_verdicts)
     j["fault_verdicts"].push_back(
         {{"iteration", v.iteration}, {"phase", verdict_phase_name(v.phase)}, {"action", v.action}});
+  if (!r.schedule.empty()) j["schedule"] = r.schedule;
   // uint64 as hex strings: JSON readers in other languages lose integers above 2^53.
   j["param_checksum_before"] = fmt::format("0x{:016x}", r.param_checksum_before);
   j["param_checksum_after"] = fmt::format("0x{:016x}", r.param_checksum_after);
@@ -258,6 +260,7 @@ IterationRecord record_from_json(const nlohmann::json& j) {
                                 phase == "before_step" ? VerdictPhase::kBeforeStep : VerdictPhase::kAfterStep,
                                 field<std::string>(v, "action")});
   }
+  if (j.contains("schedule")) r.schedule = field<std::string>(j, "schedule");  // absent in older Traces
   r.param_checksum_before = checksum_field(j, "param_checksum_before");
   r.param_checksum_after = checksum_field(j, "param_checksum_after");
   r.exit_decision = field<bool>(j, "exit_decision");

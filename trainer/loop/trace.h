@@ -51,6 +51,10 @@ struct IterationRecord {
   std::map<std::string, int64_t> reads_per_site;    // Ledger::counts_by_name
   std::map<std::string, int64_t> launches_per_site;  // OpCounter (CPU operators); empty when not counted
   std::vector<FaultVerdict> fault_verdicts;
+  // The pipeline steps this rank's stage ran in this iteration, in order ("F0 F1 B0 ..."; ScheduleStep's
+  // to_string). Empty in Traces written before it existed, in Traces parsed from Megatron logs, and on an
+  // iteration that aborted before its step.
+  std::string schedule;
   uint64_t param_checksum_before = 0, param_checksum_after = 0;
   bool exit_decision = false;
 };

@@ -201,6 +201,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   L.ledger.begin_iteration(iteration);
   ScopedSite numerics("numerics");  // work outside any site: the numerics path, the same in every arm
   L.rerun.begin_iteration(iteration);
+  L.schedule.warmup_shift = L.arm->schedule_warmup_shift;  // 0 but for a planted defect (arms.h)
 
   // ==== TRAINING SECTION: the numerics path, identical for every arm ====
   L.sites->timer_start("forward-backward");
@@ -258,6 +259,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     L.groups.dp->all_reduce(val);
     out.loss = (val[0] / val[1]).reshape({1});
   }
+  rec.schedule = to_string(fb.executed);
   // ==== end of the numerics path ====
 
   // zerosync: update_successful, the step count and the LR, the counters: on the device; nothing read here.

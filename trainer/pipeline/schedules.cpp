@@ -56,6 +56,7 @@ namespace {
 // ---- one microbatch: forward_step / backward_step ----
 
 struct Run {
+  const Schedule& schedule;
   GptStage& st;
   GradBuffer& grads;
   const Batch& batch;
@@ -157,7 +158,7 @@ void forward_backward_no_pipelining(Run& r) {
 
 void forward_backward_pipelining_without_interleaving(Run& r) {
   const int pp = r.st.layout.pp(), stage = r.st.coord.pp, m = r.num_microbatches;
-  const int num_warmup = std::min(pp - stage - 1, m);
+  const int num_warmup = std::clamp(std::min(pp - stage - 1, m) + r.schedule.warmup_shift, 0, m);
   const int num_remaining = m - num_warmup;
   std::deque<std::pair<at::Tensor, at::Tensor>> in_flight;  // (input, output) awaiting backward
   int next_f = 0, next_b = 0;
@@ -197,7 +198,7 @@ void forward_backward_pipelining_without_interleaving(Run& r) {
 
 ForwardBackwardResult forward_backward(const Schedule& schedule, GptStage& stage, GradBuffer& grads,
                                        const Batch& batch, const ScheduleHooks& hooks) {
-  Run r{stage, grads, batch, hooks, static_cast<int>(batch.microbatches.size()), {}};
+  Run r{schedule, stage, grads, batch, hooks, static_cast<int>(batch.microbatches.size()), {}};
   LG_CHECK(r.num_microbatches >= 1, "forward_backward: empty batch");
   grads.set_grad_sync(false);  // Megatron no_sync for all but the last backward
   if (schedule.kind == ScheduleKind::k1F1B) {
