@@ -11,7 +11,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export NCCL_ALGO=Ring NCCL_PROTO=Simple CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONUNBUFFERED=1
 B=build/gpu
 LG=$B/tools/loopgate
-ngpu="$(nvidia-smi -L | wc -l)"
+source ci/gpu-select.sh
+ngpu="$(lg_gpu_count)"  # CUDA_VISIBLE_DEVICES when set, else nvidia-smi -L's GPU lines
 
 if [ "${BUILD:-0}" = 1 ]; then
   export LOOPGATE_TORCH_PREFIX="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"

@@ -3,7 +3,9 @@
 #
 # Registers one CTest test that runs `mpiexec -n NP <exe> ARGS` with the Open MPI settings a root,
 # oversubscribed, containerised machine needs. Every MPI test gets a TIMEOUT: a rank that fails before a
-# collective leaves the others blocked in it (reference/cpu-build-and-run.md §5).
+# collective leaves the others blocked in it (reference/cpu-build-and-run.md §5). A GPU test also gets the label
+# gpusN, N the GPUs it holds at once, so a runner with fewer GPUs leaves it out by label (ci/gpu-select.sh)
+# instead of CTest reporting it "Not Run" and exiting 8.
 set(LOOPGATE_MPI_ENV
   "OMPI_ALLOW_RUN_AS_ROOT=1"
   "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
@@ -14,6 +16,27 @@ set(LOOPGATE_MPI_ENV
   "ATEN_CPU_CAPABILITY=avx2"
   "OPENBLAS_CORETYPE=Haswell"
   "GTEST_COLOR=no")
+
+# The GPUs a test holds at once: from RESOURCE_GROUPS ("N,gpus:1", groups separated by ';'; each gpus entry of a
+# group is one GPU, as ci/gpu-resources.json gives each GPU one slot), else NP for a test labelled gpu.
+function(loopgate_gpus_needed out spec np labels)
+  set(total 0)
+  if(spec MATCHES "gpus:")
+    foreach(group IN LISTS spec)
+      set(count 1)
+      if(group MATCHES "^ *([0-9]+) *,(.*)$")
+        set(count ${CMAKE_MATCH_1})
+        set(group "${CMAKE_MATCH_2}")
+      endif()
+      string(REGEX MATCHALL "gpus *:" entries "${group}")
+      list(LENGTH entries n)
+      math(EXPR total "${total} + ${count} * ${n}")
+    endforeach()
+  elseif("gpu" IN_LIST labels)
+    set(total ${np})
+  endif()
+  set(${out} ${total} PARENT_SCOPE)
+endfunction()
 
 function(loopgate_add_mpi_test)
   cmake_parse_arguments(T "WILL_FAIL" "NAME;TARGET;NP;TIMEOUT;RESOURCE_GROUPS;PASS_REGULAR_EXPRESSION;FAIL_REGULAR_EXPRESSION"
@@ -28,8 +51,10 @@ function(loopgate_add_mpi_test)
            COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_NP} ${MPIEXEC_PREFLAGS}
                    $<TARGET_FILE:${T_TARGET}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
   set(labels mpi np${T_NP} ${T_LABELS})  # np<N>: the rank count, for label filters (preset cpu-asan: np2)
-  list(FIND labels gpu has_gpu)
-  if(has_gpu EQUAL -1)
+  loopgate_gpus_needed(gpus "${T_RESOURCE_GROUPS}" ${T_NP} "${labels}")
+  if(gpus GREATER 0)
+    list(APPEND labels gpu gpus${gpus})
+  else()
     list(APPEND labels cpu)
   endif()
   list(REMOVE_DUPLICATES labels)

@@ -222,8 +222,11 @@ void check_failures(const json& gate, const std::string& html) {
   for (const json& f : gate["fixtures"])
     for (const json& v : f.value("verdicts", json::array())) {
       if (v["passed"].get<bool>()) continue;
+      // Strings, not json: given a json, ADL also finds nlohmann's own detail::escape (nlohmann 3.11.3 with g++ 13 on
+      // the GPU image picked it, and the GPU build failed).
       const std::string open = fmt::format("<div class=\"failure\" data-fixture=\"{}\" data-check=\"{}\" data-arm=\"{}\">",
-                                           escape(f["fixture"]), escape(v["check"]), escape(v["arm"]));
+                                           escape(f["fixture"].get<std::string>()),
+                                           escape(v["check"].get<std::string>()), escape(v["arm"].get<std::string>()));
       // One check can fail several tests of one arm: the verdict's block is the one with its message.
       const std::string message = v["message"];
       const std::string first_line = message.substr(0, message.find('\n'));
