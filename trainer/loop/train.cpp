@@ -87,6 +87,11 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
     ScopedSite scope(site_name(Site::kNanCheckGrad));
     L.sites.nan_check(L.rerun, Site::kNanCheckGrad, grads.norm());
   };
+  // Megatron config.grad_scale_func = optimizer.scale_loss: loss * get_loss_scale() before backward. Without a
+  // scaler that scale is 1.0, so it is left out (no kernel).
+  if (L.scaler) {
+    hooks.scale_loss = [&L](const at::Tensor& loss) { return (loss * L.scaler->scale()).reshape(loss.sizes()); };
+  }
   return hooks;
 }
 
