@@ -17,7 +17,7 @@ const std::vector<std::pair<std::string, std::string>>& gate_checks() {
   static const std::vector<std::pair<std::string, std::string>> c = {
       {"equivalence", "Equivalence"}, {"distributional", "Distributional"}, {"lr_schedule", "LrSchedule"},
       {"nan_detection", "NanDetection"}, {"timers", "Timers"},           {"logging_exit", "LoggingExit"},
-      {"sync_budget", "SyncBudget"},   {"golden_values", "GoldenValues"}};
+      {"sync_budget", "SyncBudget"},   {"fp16", "Fp16"},               {"golden_values", "GoldenValues"}};
   return c;
 }
 

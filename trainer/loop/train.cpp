@@ -95,6 +95,16 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
   return hooks;
 }
 
+// Where optimizer.step MAX-reduces found_inf: the grad-stats group (TP x PP) unless the arm's policy narrows it.
+FoundInfReduction found_inf_reduction(Loop& L) {
+  switch (L.arm.found_inf_vote) {
+    case FoundInfVote::kGradStatsGroup: return {};
+    case FoundInfVote::kTensorParallelGroup: return {true, L.groups.tp.get()};
+    case FoundInfVote::kThisRankOnly: return {true, nullptr};
+  }
+  return {};
+}
+
 // Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
 void setup(Loop& L) {
   const RunConfig& cfg = L.cfg;
@@ -213,7 +223,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     if (L.arm.hooks.step_lr) lr = L.arm.hooks.step_lr(lr);
     region(L, iteration, "optimizer", [&] {
       out.step = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
-                                L.scheduler->get_wd(), veto.defined() ? &veto : nullptr);
+                                L.scheduler->get_wd(), veto.defined() ? &veto : nullptr, found_inf_reduction(L));
     });
   }
   L.sites.timer_stop("optimizer");
