@@ -2,7 +2,9 @@
 // arm over 200 iterations, and equal to golden/lr_sequences.json for every decay style (constant, linear,
 // cosine, inverse-square-root, WSD with linear / cosine / exponential / minus_sqrt anneals), the warmup edge
 // cases (0, 1, a fraction giving a fractional warmup in samples) and skipped steps (a NaN loss with
-// on_fault = skip at iterations 4 and 100: the LR must not advance on a skipped step, Megatron 5.3).
+// on_fault = skip at iterations 4 and 100: the LR must not advance on a skipped step, Megatron 5.3) and three cases
+// with a non-zero --lr-warmup-init whose last bit tells plausible wrong formulas apart (suites/unit/
+// test_lr_golden_cases.cpp).
 // The LR scenarios run a TINY model (layers = pp, hidden 16, heads 2, seq 8, vocab 32) with the fixture's
 // layout and batch: the LR path (scheduler steps by M * mbs * dp samples on success only, the LR's trip to
 // the log) is what is under test, not the model. The logged LR is the float32 that reduce_max_stat makes of

@@ -52,7 +52,7 @@ void add_run_flags(CLI::App* run, RunFlags& f) {
   run->add_option("--clip-grad", f.clip, "grad norm clip, >= 0 (0: off)");
   run->add_option("--weight-decay", f.wd, ">= 0");
   run->add_option("--loss-scale", f.loss_scale, "constant loss scale, > 0 (default: none, as bf16)");
-  run->add_flag("--dynamic-loss-scale", f.dynamic_scale, "fp16-style dynamic loss scaler (not with --loss-scale)");
+  run->add_flag("--dynamic-loss-scale", f.dynamic_scale, "fp16-style dynamic loss scaler (not with --loss-scale); turns the NaN/Inf checks off, as Megatron does");
   run->add_option("--rerun-mode", f.rerun_mode, "disabled | validate_results (default) | report_stats");
   run->add_option("--on-fault", f.on_fault, "abort (default: Megatron's exit code) | skip");
   run->add_option("--grad-bucket-size", f.bucket, "grad buffer bucket size in elements, >= 1");
@@ -186,6 +186,9 @@ RunOptions to_run_options(const RunFlags& f) {
   if (f.wd) c.weight_decay = *f.wd;
   if (f.loss_scale) c.loss_scale = *f.loss_scale;
   c.dynamic_loss_scale = f.dynamic_scale;
+  // Megatron arguments.py (fp16 without --loss-scale): check_for_nan_in_loss_and_grad = False, "NaNs in grads / loss
+  // are signal to the loss scaler" — an overflow skips the step through found_inf, not the rerun machine.
+  if (f.dynamic_scale) c.rerun.check_for_nan_in_loss_and_grad = false;
   if (f.rerun_mode) c.rerun.mode = parse_rerun_mode(*f.rerun_mode);
   if (f.on_fault) c.rerun.on_fault = parse_fault_outcome(*f.on_fault);
   if (f.bucket) c.bucket_size = *f.bucket;

@@ -95,6 +95,17 @@ std::vector<Arm> build_defects() {
   zs.on_device = true;
   zs.lr_table_shift = 1;
   d.push_back(zs);
+  // ---- fp16 ----
+  // The ranks disagree on found_inf, but the masked step issues the same collectives either way (trainer/optim/
+  // adam.h): the defect shows as parameters moving on a skipped step and diverging loss scales, not as a hang.
+  a = defect("defect-found-inf-local", "optimizer.step's found_inf is not reduced: a rank skips on its own overflow only",
+             "fp16", "tp2sp");
+  a.found_inf_vote = FoundInfVote::kThisRankOnly;
+  d.push_back(a);
+  a = defect("defect-found-inf-tp-group", "optimizer.step's found_inf is reduced over the TP group, not TP x PP",
+             "fp16", "pp2");
+  a.found_inf_vote = FoundInfVote::kTensorParallelGroup;
+  d.push_back(a);
   // ---- timers ----
   a = defect("defect-drop-timer-interval", "one timer interval is never reported", "timers");
   a.hooks.timer_report = drop_second;

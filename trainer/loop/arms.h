@@ -26,6 +26,10 @@ enum class NanBank { kValue, kPredicate };
 // Over which ranks a decision is agreed. Megatron: the whole world (every rank takes the same decision).
 enum class VoteGroup { kWorld, kThisRankOnly };
 
+// Over which ranks optimizer.step MAX-reduces found_inf (a grad overflow under a loss scaler). Megatron: the
+// grad-stats group, TP x PP (DP replicas agree already: their grads were all-reduced). Narrower is a defect.
+enum class FoundInfVote { kGradStatsGroup, kTensorParallelGroup, kThisRankOnly };
+
 // Small injected functions at the points where a loop change could go wrong; empty = Megatron's behaviour.
 struct ArmHooks {
   std::function<double(double lr)> step_lr;  // the learning rate optimizer.step uses (given the scheduler's)
@@ -59,6 +63,7 @@ struct Arm {
   VoteGroup rerun_vote = VoteGroup::kWorld;  // _reduce_any over the world
   VoteGroup exit_vote_group = VoteGroup::kWorld;  // the --exit-duration-in-mins vote over the world
   int schedule_warmup_shift = 0;     // forwards added to 1F1B's warmup on every stage (Megatron: 0; Schedule)
+  FoundInfVote found_inf_vote = FoundInfVote::kGradStatsGroup;  // optimizer.step's found_inf over TP x PP
   ArmHooks hooks;
   // ---- planted defects only ----
   std::string rejected_by;  // the gate that must reject it (`loopgate selftest`); "" for a real arm

@@ -89,6 +89,11 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
     ScopedSite scope(site_name(Site::kNanCheckGrad));
     L.sites->nan_check(L.rerun, Site::kNanCheckGrad, grads.norm());
   };
+  // Megatron config.grad_scale_func = optimizer.scale_loss: loss * get_loss_scale() before backward. Without a
+  // scaler that scale is 1.0, so it is left out (no kernel).
+  if (L.scaler) {
+    hooks.scale_loss = [&L](const at::Tensor& loss) { return (loss * L.scaler->scale()).reshape(loss.sizes()); };
+  }
   return hooks;
 }
 
@@ -115,6 +120,16 @@ std::vector<double> lr_table(const Loop& L) {
 
 void start_on_device(Loop& L) {
   L.sites->start_on_device(lr_table(L), L.scheduler->num_steps() / scheduler_increment(L), L.next_iteration);
+}
+
+// Where optimizer.step MAX-reduces found_inf: the grad-stats group (TP x PP) unless the arm's policy narrows it.
+FoundInfReduction found_inf_reduction(Loop& L) {
+  switch (L.arm->found_inf_vote) {
+    case FoundInfVote::kGradStatsGroup: return {};
+    case FoundInfVote::kTensorParallelGroup: return {true, L.groups.tp.get()};
+    case FoundInfVote::kThisRankOnly: return {true, nullptr};
+  }
+  return {};
 }
 
 // Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
@@ -240,7 +255,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     region(L, iteration, "optimizer", [&] {
       out.step = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
                                 L.scheduler->get_wd(), veto.defined() ? &veto : nullptr,
-                                L.arm->on_device ? &L.sites->device_lr() : nullptr);
+                                L.arm->on_device ? &L.sites->device_lr() : nullptr, found_inf_reduction(L));
     });
   }
   L.sites->timer_stop("optimizer");

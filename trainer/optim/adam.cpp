@@ -128,7 +128,7 @@ at::Tensor get_loss_scale(const GradScaler* scaler, c10::Device device) {
 // Megatron: _unscale_main_grads_and_check_for_nan with torch._amp_foreach_non_finite_check_and_unscale_ spelled
 // out in plain ops (LibTorch 1.13 has no CPU kernel for it): the check looks at each grad BEFORE the multiply.
 at::Tensor unscale_main_grads_and_check_for_nan(std::vector<at::Tensor>& main_grads, const at::Tensor& inv_scale,
-                                                Comm& grad_stats_group) {
+                                                Comm* found_inf_group) {
   at::Tensor found_inf = at::zeros({1}, inv_scale.options().dtype(at::kFloat));
   for (at::Tensor& g : main_grads) {
     const at::Tensor nonfinite = at::isfinite(g).all().logical_not().to(at::kFloat).reshape({1});
@@ -136,20 +136,22 @@ at::Tensor unscale_main_grads_and_check_for_nan(std::vector<at::Tensor>& main_gr
     g.mul_(inv_scale);
   }
   // All ranks of the grad-stats group skip together.
-  grad_stats_group.all_reduce(found_inf, ReduceOp::kMax);
+  if (found_inf_group) found_inf_group->all_reduce(found_inf, ReduceOp::kMax);
   return found_inf;
 }
 
 OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<at::Tensor>& main_grads,
                                    Params& model_params, Comm& grad_stats_group, const OptimizerStepConfig& config,
-                                   double lr, double wd, const at::Tensor* veto, const at::Tensor* lr_device) {
+                                   double lr, double wd, const at::Tensor* veto, const at::Tensor* lr_device,
+                                   FoundInfReduction found_inf_reduction) {
   LG_CHECK(main_grads.size() == adam.size(), "optimizer_step: {} grads for {} params", main_grads.size(), adam.size());
   const c10::Device device = adam.main_params().front().device();
   OptimizerStepResult r;
 
   // (1) prepare_grads
   if (scaler) {
-    r.found_inf = unscale_main_grads_and_check_for_nan(main_grads, scaler->inv_scale(), grad_stats_group);
+    Comm* found_inf_group = found_inf_reduction.narrowed ? found_inf_reduction.group : &grad_stats_group;
+    r.found_inf = unscale_main_grads_and_check_for_nan(main_grads, scaler->inv_scale(), found_inf_group);
     scaler->update(r.found_inf);
   } else {
     r.found_inf = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device));

@@ -85,6 +85,14 @@ struct OptimizerStepResult {
   at::Tensor found_inf;          // float32 [1], 1.0 if any grad in the grad-stats group was non-finite
 };
 
+// Where found_inf is MAX-reduced. The default is Megatron's: over grad_stats_group. `narrowed` replaces it with
+// `group`, or with no reduction at all when `group` is null (this rank's own verdict): only a planted defect's
+// policy asks for that (trainer/loop/arms.h FoundInfVote).
+struct FoundInfReduction {
+  bool narrowed = false;
+  Comm* group = nullptr;
+};
+
 // Megatron: ChainedOptimizer.step over one MixedPrecisionOptimizer, in its order:
 //   (1) prepare_grads: with a scaler, unscale the main grads by inv_scale in place and set found_inf if any is
 //       non-finite, all-reduce MAX over grad_stats_group, scaler->update(found_inf). No scaler (bf16): no check.
@@ -99,11 +107,12 @@ struct OptimizerStepResult {
 OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<at::Tensor>& main_grads,
                                    Params& model_params, Comm& grad_stats_group, const OptimizerStepConfig& config,
                                    double lr, double wd, const at::Tensor* veto = nullptr,
-                                   const at::Tensor* lr_device = nullptr);
+                                   const at::Tensor* lr_device = nullptr, FoundInfReduction found_inf_reduction = {});
 
 // Megatron: MixedPrecisionOptimizer._unscale_main_grads_and_check_for_nan (minus the host read): float32 [1].
+// found_inf_group null: no reduction (this rank's verdict only).
 at::Tensor unscale_main_grads_and_check_for_nan(std::vector<at::Tensor>& main_grads, const at::Tensor& inv_scale,
-                                                Comm& grad_stats_group);
+                                                Comm* found_inf_group);
 
 // Megatron: get_loss_scale() — the scaler's scale, or 1.0 without one.
 at::Tensor get_loss_scale(const GradScaler* scaler, c10::Device device);
