@@ -20,6 +20,7 @@
 // scaler's arithmetic is the same), an overflow in the forward pass or the loss, the constant scaler.
 #include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>

@@ -4,6 +4,9 @@
 // into PAGEABLE memory is caught as a hidden stall: no synchronize call, but a pageable async copy that blocked
 // the host. Skips (does not fail) when CUPTI cannot subscribe (another profiler holds it) or no GPU is found.
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
 
 #include "trainer/common/error.h"
@@ -100,6 +103,38 @@ TEST_F(CuptiCounterTest, PageableNonBlockingCopyIsAHiddenStall) {
   EXPECT_EQ(pn.pageable_async, 0);
   EXPECT_LT(pn.blocked_ms, pg.blocked_ms);
   std::printf("%s", format_sync_table(CuptiSyncCounter::instance().table(), "CUPTI: copies behind queued work").c_str());
+}
+
+// Launch counting, the measure of "no syncs traded for launches": each eager elementwise op is one kernel launch;
+// a captured CUDA graph of the same ops is one graph launch per replay and no kernel launch.
+TEST_F(CuptiCounterTest, KernelLaunchesOnePerKernelAndAGraphReplayIsOneGraphLaunch) {
+  at::Tensor x = at::zeros({1024}, cuda(at::kFloat));
+  set_current_site("test_eager_launches");
+  for (int i = 0; i < 5; ++i) x.add_(1.0);
+  set_current_site("startup");
+  SyncTally eager = at_site("test_eager_launches");
+  EXPECT_EQ(eager.kernel_launches, 5) << "five add_ kernels";
+  EXPECT_EQ(eager.graph_launches, 0);
+
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  {
+    c10::cuda::CUDAStreamGuard guard(side);  // graphs are captured on a non-default stream
+    at::cuda::CUDAGraph graph;
+    graph.capture_begin();
+    for (int i = 0; i < 3; ++i) x.add_(1.0);
+    graph.capture_end();
+    set_current_site("test_graph_launches");
+    graph.replay();
+    graph.replay();
+    set_current_site("startup");
+    cuda_device_synchronize();
+  }
+  SyncTally g = at_site("test_graph_launches");
+  EXPECT_EQ(g.graph_launches, 2) << "two replays";
+  EXPECT_EQ(g.kernel_launches, 0) << "a replay launches no kernel from the host";
+  Ledger ledger;
+  EXPECT_EQ(ledger.read(Site::kGradNorm, x.narrow(0, 0, 1)).at(0), 5.0 + 3.0 + 3.0)
+      << "capture does not run the ops; each replay does";
 }
 
 TEST_F(CuptiCounterTest, SecondSubscriberIsRefusedWithAReason) {

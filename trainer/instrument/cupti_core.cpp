@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <vector>
 
@@ -21,6 +22,9 @@ void SyncTally::add(const SyncTally& o) {
   pageable_async += o.pageable_async;
   stalls += o.stalls;
   driver_calls += o.driver_calls;
+  kernel_launches += o.kernel_launches;
+  graph_launches += o.graph_launches;
+  copies += o.copies;
   blocked_ms += o.blocked_ms;
   sync_ms += o.sync_ms;
   if (o.max_call_ms > max_call_ms) {
@@ -184,6 +188,26 @@ CallKind classify_driver_call(CUpti_CallbackId cbid, const void* params) {
   }
 }
 
+LaunchKind launch_kind(CUpti_CallbackId cbid) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunch:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync:
+      return LaunchKind::kKernel;
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+      return LaunchKind::kGraph;
+    default:
+      return LaunchKind::kNone;
+  }
+}
+
 double slow_call_us_from_env() {
   const char* v = std::getenv("LOOPGATE_CUPTI_SLOW_US");
   if (v == nullptr || *v == '\0') return 500.0;
@@ -290,6 +314,14 @@ void Engine::on_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
   std::lock_guard<std::mutex> lock(mu_);
   SyncTally& t = table_[iteration][site];
   ++t.driver_calls;
+  switch (launch_kind(cbid)) {
+    case LaunchKind::kKernel: ++t.kernel_launches; break;
+    case LaunchKind::kGraph: ++t.graph_launches; break;
+    case LaunchKind::kNone: break;
+  }
+  if (d->functionName && (std::strncmp(d->functionName, "cuMemcpy", 8) == 0 ||
+                          std::strncmp(d->functionName, "cuMemset", 8) == 0))
+    ++t.copies;
   t.blocked_ms += ms;
   switch (kind) {
     case CallKind::kSynchronize: ++t.synchronizes; t.sync_ms += ms; break;
@@ -366,7 +398,8 @@ std::string format_sync_table(const SyncTable& table, const std::string& title, 
   std::string out = title + "\n";
   out += sfmt("%-*s", static_cast<int>(w), "site (syncs)");
   for (size_t i = 0; i < shown; ++i) out += sfmt(" %5lld", static_cast<long long>(iterations[i]));
-  out += sfmt(" %7s %8s %8s %6s %10s %9s\n", "total", "per-iter", "pageable", "stalls", "blocked-ms", "calls");
+  out += sfmt(" %7s %8s %8s %6s %10s %9s %8s %6s\n", "total", "per-iter", "pageable", "stalls", "blocked-ms", "calls",
+              "kernels", "graphs");
   std::vector<int64_t> col(shown, 0);
   SyncTally grand;
   const double n_it = iterations.empty() ? 1.0 : static_cast<double>(iterations.size());
@@ -388,16 +421,18 @@ std::string format_sync_table(const SyncTable& table, const std::string& title, 
     }
     if (sum.driver_calls == 0) continue;
     grand.add(sum);
-    row += sfmt(" %7lld %8.2f %8lld %6lld %10.3f %9lld\n", static_cast<long long>(sum.syncs()),
+    row += sfmt(" %7lld %8.2f %8lld %6lld %10.3f %9lld %8lld %6lld\n", static_cast<long long>(sum.syncs()),
                 static_cast<double>(sum.syncs()) / n_it, static_cast<long long>(sum.pageable_async),
-                static_cast<long long>(sum.stalls), sum.blocked_ms, static_cast<long long>(sum.driver_calls));
+                static_cast<long long>(sum.stalls), sum.blocked_ms, static_cast<long long>(sum.driver_calls),
+                static_cast<long long>(sum.kernel_launches), static_cast<long long>(sum.graph_launches));
     out += row;
   }
   out += sfmt("%-*s", static_cast<int>(w), "total");
   for (size_t i = 0; i < shown; ++i) out += sfmt(" %5lld", static_cast<long long>(col[i]));
-  out += sfmt(" %7lld %8.2f %8lld %6lld %10.3f %9lld\n", static_cast<long long>(grand.syncs()),
+  out += sfmt(" %7lld %8.2f %8lld %6lld %10.3f %9lld %8lld %6lld\n", static_cast<long long>(grand.syncs()),
               static_cast<double>(grand.syncs()) / n_it, static_cast<long long>(grand.pageable_async),
-              static_cast<long long>(grand.stalls), grand.blocked_ms, static_cast<long long>(grand.driver_calls));
+              static_cast<long long>(grand.stalls), grand.blocked_ms, static_cast<long long>(grand.driver_calls),
+              static_cast<long long>(grand.kernel_launches), static_cast<long long>(grand.graph_launches));
   return out;
 }
 

@@ -27,6 +27,11 @@ const char* call_kind_name(CallKind kind);
 CallKind classify_driver_call(CUpti_CallbackId cbid, const void* params);
 bool is_pageable_host(const void* p);
 
+// Work a driver call puts on a stream without blocking: one kernel, or one whole CUDA graph. Counted so a
+// candidate arm that trades host syncs for launches shows (runtime launches reach the driver's entry points).
+enum class LaunchKind { kNone, kKernel, kGraph };
+LaunchKind launch_kind(CUpti_CallbackId cbid);
+
 // Where a driver call goes. Called on the calling thread at API exit; return false to drop the call.
 class Hooks {
  public:

@@ -25,6 +25,9 @@ struct SyncTally {
   int64_t pageable_async = 0;  // cuMemcpy*Async with a pageable host side: blocks, emits no synchronize
   int64_t stalls = 0;          // any other driver call that blocked >= the slow-call threshold
   int64_t driver_calls = 0;    // every driver call attributed here
+  int64_t kernel_launches = 0; // cuLaunchKernel[Ex] / cuLaunchCooperativeKernel / cuLaunch* (+ _ptsz): one kernel each
+  int64_t graph_launches = 0;  // cuGraphLaunch (+ _ptsz): a whole CUDA graph in one call
+  int64_t copies = 0;          // cuMemcpy* / cuMemset* calls of any kind: stream work that is not a kernel
   double blocked_ms = 0.0;     // host time inside every driver call (enter -> exit)
   double sync_ms = 0.0;        // of which inside the synchronizes, sync memcpys and pageable copies
   double max_call_ms = 0.0;
