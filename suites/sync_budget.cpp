@@ -316,6 +316,45 @@ TEST_P(SyncBudget, LaunchesPerSitePerIterationWithinGoldenBudget) {
   EXPECT_TRUE(m.empty()) << GetParam() << ": " << m.size() << " sites over the launch budget" << first_lines(m);
 }
 
+// The numerics path is the same code in every arm; a device-masked step (onesync, zerosync) adds a fixed few
+// operators (the mask, the step count), never a few per tensor. On an H200 a select-then-copy mask cost ~410 kernels
+// per iteration more than the baseline while the totals here still passed (the baseline's reads left slack): this
+// is its CPU guard, per steady iteration and rank, at the `numerics` site.
+constexpr int64_t kMaskOperators = 8;
+
+std::vector<std::string> numerics_over_baseline(const std::string& arm) {
+  std::vector<std::string> out;
+  for (const SyncScenario& s : sync_scenarios(gate_fixture())) {
+    const Trace& base = sync_run(s, "baseline").trace;
+    for (const IterationRecord& r : sync_run(s, arm).trace.records) {
+      const IterationRecord* b = base.find(r.iteration, r.rank);
+      if (r.iteration < 2 || !b) continue;  // a missing record: more_launches_than_baseline reports it
+      auto at = [](const IterationRecord& x) {
+        auto it = x.launches_per_site.find("numerics");
+        return it == x.launches_per_site.end() ? int64_t{0} : it->second;
+      };
+      if (at(r) > at(*b) + kMaskOperators)
+        out.push_back(fmt::format("{} iteration {} rank {}: {} operators on the numerics path, baseline {} (+{}, "
+                                  "a mask may add {})", s.key, r.iteration, r.rank, at(r), at(*b), at(r) - at(*b),
+                                  kMaskOperators));
+    }
+  }
+  return out;
+}
+
+TEST_P(SyncBudget, NumericsPathWithinTheBaselinesPlusAFixedMask) {
+  if (GetParam() == "baseline") GTEST_SKIP() << "the baseline is the reference";
+  if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: launches checked for the final arms";
+  auto m = numerics_over_baseline(GetParam());
+  EXPECT_TRUE(m.empty()) << GetParam() << " adds operators per tensor to the numerics path" << first_lines(m);
+}
+
+TEST(GatePower, SyncBudgetRejectsAPerTensorMask) {
+  auto m = numerics_over_baseline("defect-mask-per-tensor");
+  EXPECT_FALSE(m.empty()) << "the sync budget accepted a masked step with an extra operator per tensor";
+  if (!m.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first_lines(m, 2).c_str());
+}
+
 // Gate power: deferred NaN checks that bank a predicate per check (the seed's first form) launch more than the
 // baseline; the rule must reject them.
 TEST(GatePower, SyncBudgetRejectsMoreLaunchesThanBaseline) {

@@ -1,4 +1,4 @@
-// The operator counter: a global RecordFunction callback with a per-thread stack that tells leaf operators
+// The operator counter: a global RecordFunction callback with a per-thread stack that tells launching operators
 // from composite ones (a composite operator's kernels are its children's).
 #include "trainer/instrument/op_counter.h"
 
@@ -27,21 +27,23 @@ State& state() {
   return s;
 }
 
-thread_local std::vector<char> t_had_child;  // per open operator on this thread: did it dispatch another?
+// Per open operator on this thread: did an operator dispatched inside it launch (itself or below)? An operator
+// whose children only allocate or view (at::where allocating its result with at::empty) is the one that launches.
+thread_local std::vector<char> t_child_launched;
 thread_local int t_suspended = 0;
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction&) {
-  if (!t_had_child.empty()) t_had_child.back() = 1;
-  t_had_child.push_back(0);
+  t_child_launched.push_back(0);
   return nullptr;
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
-  if (t_had_child.empty()) return;  // the callback was registered while this operator ran
-  const bool leaf = t_had_child.back() == 0;
-  t_had_child.pop_back();
-  if (!leaf || t_suspended > 0 || !state().enabled.load(std::memory_order_relaxed)) return;
-  if (op_launches_nothing(fn.name())) return;
+  if (t_child_launched.empty()) return;  // the callback was registered while this operator ran
+  const bool child_launched = t_child_launched.back() != 0;
+  t_child_launched.pop_back();
+  const bool launches = !child_launched && !op_launches_nothing(fn.name());
+  if ((launches || child_launched) && !t_child_launched.empty()) t_child_launched.back() = 1;
+  if (!launches || t_suspended > 0 || !state().enabled.load(std::memory_order_relaxed)) return;
   OpCounter::instance().add(current_iteration(), current_site());
 }
 

@@ -1,7 +1,8 @@
 // Launches per iteration on CPU (issue 13): a count of the operators LibTorch dispatches, per (iteration, site),
 // through LibTorch's RecordFunction callbacks — the CPU stand-in for CUPTI's cuLaunchKernel count on a GPU.
-// Counted: "leaf" operators (no operator dispatched inside them) that would run a kernel; not counted: views,
-// metadata and allocation (empty, view, select, detach, ...), host reads (the ledger suspends counting while it
+// Counted: the lowest operators that would run a kernel — none dispatched inside them does (an at::where whose
+// only child is the at::empty of its result counts; a composite whose children launch does not); not counted:
+// views, metadata and allocation (empty, view, select, detach, ...), host reads (the ledger suspends counting while it
 // converts a read on the host; on a GPU a read is a copy, not a kernel launch). Attribution is CUPTI's:
 // (current_iteration(), current_site()) on the dispatching thread, so a site that adds work shows by name.
 // A proxy, not a kernel count: a fused GPU kernel can be several CPU operators and the reverse; the gate's rule

@@ -101,9 +101,17 @@ void Adam::step_impl(const std::vector<at::Tensor>& main_grads, double lr, doubl
     const at::Tensor p_new = p.sub(lr_device ? update.mul(*lr_device) : update.mul(lr_f));
 
     if (skip) {  // masked skip: Megatron's `if found_inf_flag: return False, None, None`
-      p.copy_(at::where(keep, p, p_new));
-      m.copy_(at::where(keep, m, m_new));
-      v.copy_(at::where(keep, v, v_new));
+      // Written in place by the select itself: one kernel per tensor, as the unmasked copy (measured on an H200:
+      // where-then-copy_ cost a masked arm ~410 kernels per iteration more than the baseline).
+      if (mask_write_ == MaskWrite::kInPlace) {
+        at::where_out(p, keep, p, p_new);
+        at::where_out(m, keep, m, m_new);
+        at::where_out(v, keep, v, v_new);
+      } else {
+        p.copy_(at::where(keep, p, p_new));
+        m.copy_(at::where(keep, m, m_new));
+        v.copy_(at::where(keep, v, v_new));
+      }
     } else {
       p.copy_(p_new);
       m.copy_(m_new);

@@ -52,6 +52,10 @@ class Adam {
 
   size_t size() const { return main_params_.size(); }
   const std::vector<at::Tensor>& main_params() const { return main_params_; }
+  // How a masked step writes its selected values: in place by the select (one kernel per tensor), or select
+  // then copy (two: the planted defect-mask-per-tensor's policy).
+  enum class MaskWrite { kInPlace, kSelectThenCopy };
+  void set_mask_write(MaskWrite w) { mask_write_ = w; }
   const std::vector<at::Tensor>& exp_avg() const { return exp_avg_; }
   const std::vector<at::Tensor>& exp_avg_sq() const { return exp_avg_sq_; }
   const at::Tensor& step_count() const { return step_; }  // int64 [1] device
@@ -69,6 +73,7 @@ class Adam {
   std::vector<double> wd_mult_;
   std::vector<bool> counts_in_norm_;
   at::Tensor step_;
+  MaskWrite mask_write_ = MaskWrite::kInPlace;
 };
 
 // ---- the mixed-precision step ----
