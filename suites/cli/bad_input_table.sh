@@ -72,6 +72,9 @@ row 2 "--inject 'iter=1,site=loss,rank=0': rank=0 holds pipeline stage 0 of 2, w
 row 0 "--inject 'iter=1,site=loss,mb=4': mb=4 is beyond the 4 microbatches" run --inject 'iter=1,site=loss,mb=4'
 row 0 "--inject: fault spec 'iter=x,site=loss': field 'iter': 'x' is not an integer" run --inject 'iter=x,site=loss'
 row 0 "--capture-probe forward_backward@2: needs --device cuda" run --capture-probe forward_backward@2
+row 0 "--cuda-graph iteration: needs --device cuda" run --cuda-graph iteration --arm zerosync --log-interval 4
+row 0 "--cuda-graph 'whole': must be iteration" run --cuda-graph whole
+row 0 "--cuda-graph iteration: needs --device cuda" ab --arms baseline,zerosync --cuda-graph iteration
 row 0 "--device cuda: this loopgate was built without the GPU tier" run --device cuda  # the CPU build (label cpu)
 row 0 "--cupti needs --device cuda" run --cupti
 

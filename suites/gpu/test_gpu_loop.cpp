@@ -41,7 +41,8 @@ RunConfig gpu_config(int64_t iters, int log_interval) {
 }
 
 std::vector<std::string> loop_arms() {
-  return {"baseline", "syncfree-1", "syncfree-2", "syncfree-3", "syncfree-4", "syncfree-5", "syncfree", "onesync"};
+  return {"baseline", "syncfree-1", "syncfree-2", "syncfree-3", "syncfree-4",
+          "syncfree-5", "syncfree",   "onesync",    "zerosync"};
 }
 
 // ---- (1) ledger == CUPTI ----
@@ -113,6 +114,59 @@ TEST_P(LedgerEqualsCupti, EverySiteEverySteadyIterationAtLogInterval1And3) {
 
 INSTANTIATE_TEST_SUITE_P(Arms, LedgerEqualsCupti, ::testing::ValuesIn(loop_arms()),
                          [](const auto& info) { return param_name(info.param); });
+
+// Per steady iteration (2..N-1) on this rank: kernels launched and copies / memsets issued, over every site.
+struct Launches {
+  std::map<int64_t, int64_t> kernels, copies, graphs;
+};
+Launches launches_per_iteration(const Counted& c, int64_t iters) {
+  Launches l;
+  for (int64_t it = 2; it < iters; ++it) {
+    auto row = c.cupti.find(it);
+    if (row == c.cupti.end()) continue;
+    for (const auto& [site, t] : row->second) {
+      if (site == "diagnostic_checksum") continue;  // the Trace's own copies, not the loop's
+      l.kernels[it] += t.kernel_launches;
+      l.copies[it] += t.copies;
+      l.graphs[it] += t.graph_launches;
+    }
+  }
+  return l;
+}
+
+// "A candidate must not trade syncs for launches", measured where it costs: host calls that put work on a stream
+// (kernels + copies), per steady iteration at log interval 3 (a log point and two non-log iterations), against the
+// baseline's same iteration. Printed per arm, so the numbers are in the log whether or not they pass.
+// Every steady iteration where `arm` issues more kernels + copies than `ref` on this rank; printed on rank 0.
+std::vector<std::string> more_stream_work(const std::string& ref, const std::string& arm) {
+  const int64_t iters = 7;
+  const Launches r = launches_per_iteration(run_counted(gpu_config(iters, 3), ref), iters);
+  const Launches a = launches_per_iteration(run_counted(gpu_config(iters, 3), arm), iters);
+  std::vector<std::string> out;
+  for (int64_t it = 2; it < iters; ++it) {
+    const int64_t nr = r.kernels.at(it) + r.copies.at(it), na = a.kernels.at(it) + a.copies.at(it);
+    if (world_rank() == 0)
+      std::printf("launches rank 0 iteration %lld: %s %lld kernels + %lld copies, %s %lld kernels + %lld copies\n",
+                  static_cast<long long>(it), ref.c_str(), static_cast<long long>(r.kernels.at(it)),
+                  static_cast<long long>(r.copies.at(it)), arm.c_str(), static_cast<long long>(a.kernels.at(it)),
+                  static_cast<long long>(a.copies.at(it)));
+    if (na > nr)
+      out.push_back(fmt::format("rank {} iteration {}: {} kernels + copies, {} {}", world_rank(), it, na, ref, nr));
+  }
+  return out;
+}
+
+TEST_P(LedgerEqualsCupti, NoMoreStreamWorkPerIterationThanTheBaseline) {
+  if (GetParam() == "baseline") GTEST_SKIP() << "the reference";
+  auto m = more_stream_work("baseline", GetParam());
+  EXPECT_TRUE(m.empty()) << GetParam() << " puts more work on the stream than the baseline" << first_lines(m);
+}
+
+TEST_F(LedgerEqualsCupti, LaunchCountRejectsAnArmThatAddsLaunches) {
+  // The planted defect is syncfree with a predicate banked per NaN check: more kernels, the same reads.
+  auto m = more_stream_work("syncfree", "defect-nan-predicate");
+  EXPECT_FALSE(m.empty()) << "the launch count did not see defect-nan-predicate's extra kernels";
+}
 
 TEST_F(LedgerEqualsCupti, RejectsASyncOutsideTheLedger) {
   const int64_t iters = 7;

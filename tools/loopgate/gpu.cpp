@@ -25,6 +25,9 @@ void add_gpu_flags(CLI::App* run, GpuFlags& f) {
   run->add_option("--capture-probe", f.capture_probe,
                   "REGION[@ITER]: capture forward_backward or optimizer of iteration ITER (default 2) into a CUDA "
                   "graph in global capture mode; prints whether it captured or which read broke it");
+  run->add_option("--cuda-graph", f.cuda_graph,
+                  "iteration: capture one non-log iteration of an arm that reads nothing between log points "
+                  "(zerosync) as a CUDA graph and replay it at every later non-log iteration (--device cuda)");
 }
 
 void apply_gpu_flags(const GpuFlags& f, RunConfig& c) {
@@ -34,6 +37,13 @@ void apply_gpu_flags(const GpuFlags& f, RunConfig& c) {
   LG_INPUT_CHECK(dtype == "fp32" || dtype == "bf16", "--params-dtype '{}': must be fp32 or bf16", dtype);
   c.model.dtype = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
   LG_INPUT_CHECK(!f.cupti || f.device == "cuda", "--cupti needs --device cuda");
+  if (!f.cuda_graph.empty()) {
+    LG_INPUT_CHECK(f.cuda_graph == "iteration", "--cuda-graph '{}': must be iteration", f.cuda_graph);
+    LG_INPUT_CHECK(f.device == "cuda", "--cuda-graph {}: needs --device cuda (CUDA graphs)", f.cuda_graph);
+    LG_INPUT_CHECK(f.capture_probe.empty(), "--cuda-graph {} and --capture-probe {}: one at a time", f.cuda_graph,
+                   f.capture_probe);
+    c.cuda_graph_iteration = true;
+  }
   if (!f.capture_probe.empty()) {
     LG_INPUT_CHECK(f.device == "cuda", "--capture-probe {}: needs --device cuda (CUDA graphs)", f.capture_probe);
     try {

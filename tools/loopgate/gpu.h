@@ -18,6 +18,7 @@ struct GpuFlags {
   std::string params_dtype;  // fp32 | bf16; default fp32 on cpu, bf16 on cuda
   bool cupti = false;
   std::string capture_probe;  // REGION[@ITERATION]: CUDA-graph capture probe (trainer/instrument/capture.h)
+  std::string cuda_graph;     // "iteration": replay non-log iterations of a zero-read arm as one CUDA graph
 };
 GpuFlags& gpu_flags();  // the process's parsed flags
 

@@ -104,6 +104,9 @@ int cmd_run(const RunOptions& o) {
   std::string problem;
   try {
     validate_run_options(o, size);
+    LG_INPUT_CHECK(!o.config.cuda_graph_iteration || find_arm(o.arm).on_device,
+                   "--cuda-graph iteration with --arm {}: it reads between log points, so no iteration can be "
+                   "captured (only an arm that reads nothing between log points can: zerosync)", o.arm);
   } catch (const InputError& e) {
     problem = e.what();
   }
@@ -142,6 +145,10 @@ int cmd_run(const RunOptions& o) {
       cupti_print(t, 0);
     }
     if (o.config.capture.enabled()) std::printf("[rank %d] %s\n", rank, describe(r.capture).c_str());
+    if (o.config.cuda_graph_iteration)
+      std::printf("[rank %d] --cuda-graph iteration: captured at iteration %lld, %lld replay(s)%s%s\n", rank,
+                  static_cast<long long>(r.graph.captured_at), static_cast<long long>(r.graph.replays),
+                  r.graph.error.empty() ? "" : "; ", r.graph.error.c_str());
     if (r.exit_code != 0 && rank == size - 1)
       std::fprintf(stderr, "loopgate: fault confirmed by the rerun state machine; exiting with code %d\n", r.exit_code);
     if (r.exited_on_duration && rank == size - 1)

@@ -126,6 +126,9 @@ void check_gpu_and_probe(const RunOptions& o) {
   LG_INPUT_CHECK(!c.model.device.is_cuda(),
                  "--device cuda: this loopgate was built without the GPU tier (configure with LOOPGATE_CUDA=ON)");
 #endif
+  LG_INPUT_CHECK(!c.cuda_graph_iteration || c.log_interval > 1,
+                 "--cuda-graph iteration with {}: every iteration is a log point, so none replays",
+                 shown("--log-interval", o.flags.log_interval.has_value(), c.log_interval));
   LG_INPUT_CHECK(!c.capture.enabled() || c.capture.iteration <= c.train_iters,
                  "--capture-probe {}@{}: iteration {} is past the run ({})", c.capture.region, c.capture.iteration,
                  c.capture.iteration, shown("--iters", o.flags.iters.has_value(), c.train_iters));
@@ -306,6 +309,9 @@ void validate_ab_phase_options(const AbPhaseOptions& o, int world) {
   LG_INPUT_CHECK(f.arm == "baseline", "--arm {}: ab takes its two arms as --arms A,B", f.arm);
   with_flag("--arms", [&] { return find_arm(o.arm_a); });
   with_flag("--arms", [&] { return find_arm(o.arm_b); });
+  LG_INPUT_CHECK(!o.run.config.cuda_graph_iteration || find_arm(o.arm_a).on_device || find_arm(o.arm_b).on_device,
+                 "--cuda-graph iteration with --arms {},{}: neither reads nothing between log points (zerosync "
+                 "does), so no iteration would replay", o.arm_a, o.arm_b);
   LG_INPUT_CHECK(o.arm_a != o.arm_b, "--arms {},{}: two different arms", o.arm_a, o.arm_b);
   LG_INPUT_CHECK(o.phases >= 3, "--phases {}: need >= 3 per arm (the first is warm-up; the test needs 2 samples a side)",
                  o.phases);

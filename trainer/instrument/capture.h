@@ -8,7 +8,10 @@
 // GPU builds only (capture_cuda.cpp); elsewhere make_capture_session() returns nullptr and the loop refuses the
 // config with one line.
 #pragma once
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +57,43 @@ class CaptureSession {
 };
 // nullptr in builds without the GPU tier.
 std::unique_ptr<CaptureSession> make_capture_session();
+
+// ---- --cuda-graph iteration (issue 14) ----
+// A non-log iteration of an arm that reads nothing between log points, its device work captured once as one
+// CUDA graph and replayed on every later such iteration. A graph replays the captured kernels with the captured
+// arguments and addresses: it equals running the iteration eagerly only if every replayable iteration issues the
+// same operators with the same host arguments on the same persistent tensors. On a GPU that is what the gates'
+// bit-identity checks see; the CPU stand-in checks it directly, operator by operator (op_stream.h).
+struct GraphReport {
+  bool on = false;             // RunConfig::cuda_graph asked for it
+  int64_t captured_at = 0;     // Megatron iteration of the (last) capture; 0 = never captured
+  int64_t captures = 0;        // one per arm segment that replays
+  int64_t replays = 0;         // iterations that ran as the graph (the captured one too: captured, then replayed)
+  std::string error;           // capture refused on some rank (the run went on eagerly), or the CPU check's finding
+};
+
+// The persistent tensors a replay reads and writes (parameters, optimizer and grad buffers, the arm's device
+// state, the static batch), by name: the CPU check identifies them in the operator stream and requires each to
+// keep its storage across replays (a graph keeps using the captured storage).
+using GraphState = std::vector<std::pair<std::string, at::Tensor>>;
+
+class IterationGraph {
+ public:
+  virtual ~IterationGraph() = default;
+  // One replayable iteration (`iteration`: Megatron's). The first call after make / reset captures `body` on
+  // every rank and replays it; later calls replay. When capture fails on any rank the body runs eagerly, the
+  // graph is off for the rest of the run, and report().error says why (every rank agrees: MPI vote).
+  virtual void run(int64_t iteration, const std::function<void()>& body, const GraphState& state) = 0;
+  virtual void reset() = 0;  // another arm's state: the next run captures afresh
+  virtual bool off() const = 0;
+  const GraphReport& report() const { return report_; }
+
+ protected:
+  GraphReport report_;
+};
+// CUDA: LibTorch's CUDAGraph on the run's own non-default stream, set here — make it before the grad buffer
+// (as the probe's session). CPU: the operator-stream check (op_stream.h), which runs the body every time.
+std::unique_ptr<IterationGraph> make_iteration_graph(bool cuda);
 // Host-only vote over MPI_COMM_WORLD: true when every rank passes true.
 bool every_rank(bool mine);
 

@@ -11,7 +11,10 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
+#include <fmt/format.h>
+
 #include <optional>
+#include <string>
 
 #include "trainer/instrument/capture.h"
 
@@ -54,8 +57,75 @@ class CudaCaptureSession final : public CaptureSession {
   std::unique_ptr<at::cuda::CUDAGraph> graph_;  // kept to the end of the run: its pool holds region tensors
 };
 
+// --cuda-graph iteration: one CUDAGraph per arm segment, captured in global mode on the run's stream (set at
+// construction, before the grad buffer exists, as for the probe), replayed on every later replayable iteration.
+class CudaIterationGraph final : public IterationGraph {
+ public:
+  CudaIterationGraph() : run_stream_(c10::cuda::getStreamFromPool()) {
+    at::cuda::CUDAEvent ready;
+    ready.record(c10::cuda::getCurrentCUDAStream());
+    ready.block(run_stream_);
+    guard_.emplace(run_stream_);
+    report_.on = true;
+  }
+  ~CudaIterationGraph() override {
+    (void)cudaStreamSynchronize(run_stream_.stream());
+    graph_.reset();
+    guard_.reset();
+  }
+
+  void run(int64_t iteration, const std::function<void()>& body, const GraphState&) override {
+    if (off_) {
+      body();
+      return;
+    }
+    if (!graph_) {
+      auto g = std::make_unique<at::cuda::CUDAGraph>();
+      std::string error;
+      g->capture_begin({0, 0}, cudaStreamCaptureModeGlobal);
+      try {
+        body();
+        g->capture_end();
+      } catch (const std::exception& e) {
+        try {
+          g->capture_end();  // ends the invalidated capture; throws, as expected here
+        } catch (const std::exception&) {
+        }
+        (void)cudaGetLastError();
+        const std::string what = e.what();
+        error = what.substr(0, what.find('\n'));
+      }
+      if (!every_rank(error.empty())) {  // a graph some rank lacks would wait forever on its NCCL peers
+        off_ = true;
+        report_.error = fmt::format("iteration {} did not capture on every rank{}{}", iteration,
+                                    error.empty() ? "" : ": ", error);
+        body();  // capture ran none of the work: do it eagerly
+        return;
+      }
+      graph_ = std::move(g);
+      report_.captured_at = iteration;
+      ++report_.captures;
+    }
+    graph_->replay();
+    ++report_.replays;
+  }
+
+  void reset() override {
+    if (graph_) (void)cudaStreamSynchronize(run_stream_.stream());  // its last replay is done with the pool
+    graph_.reset();
+  }
+  bool off() const override { return off_; }
+
+ private:
+  c10::cuda::CUDAStream run_stream_;
+  std::optional<c10::cuda::CUDAStreamGuard> guard_;
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  bool off_ = false;
+};
+
 }  // namespace
 
 std::unique_ptr<CaptureSession> make_cuda_capture_session() { return std::make_unique<CudaCaptureSession>(); }
+std::unique_ptr<IterationGraph> make_cuda_iteration_graph() { return std::make_unique<CudaIterationGraph>(); }
 
 }  // namespace loopgate

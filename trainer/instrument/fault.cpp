@@ -52,6 +52,12 @@ bool FaultInjector::maybe_poison_bucket(int64_t iteration, int bucket, int rank,
   return false;
 }
 
+bool FaultInjector::planned_at(int64_t iteration) const {
+  for (const FaultSpec& s : specs_)
+    if (s.iteration == iteration) return true;
+  return false;
+}
+
 bool FaultInjector::fired_at(int64_t iteration) const {
   for (const auto& f : fired_)
     if (f.iteration == iteration) return true;

@@ -36,6 +36,8 @@ class FaultInjector {
 
   const std::vector<FaultFiring>& fired() const { return fired_; }
   bool fired_at(int64_t iteration) const;
+  // Whether a spec names `iteration` on any rank (every rank answers alike: --cuda-graph runs it eagerly).
+  bool planned_at(int64_t iteration) const;
   const std::vector<FaultSpec>& specs() const { return specs_; }
 
  private:

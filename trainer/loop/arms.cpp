@@ -95,6 +95,13 @@ std::vector<Arm> build_defects() {
   zs.on_device = true;
   zs.lr_table_shift = 1;
   d.push_back(zs);
+  // Right in every eager run without a skipped step, so only a replay (or the CPU stand-in's operator-stream
+  // check) can tell: the LR rides as a host scalar whose captured value a CUDA graph would keep.
+  zs = defect("defect-graph-host-lr", "zerosync passes its LR as a host kernel argument (frozen in a CUDA graph)",
+              "cuda_graph");
+  zs.on_device = true;
+  zs.lr_from_host = true;
+  d.push_back(zs);
   // ---- fp16 ----
   // The ranks disagree on found_inf, but the masked step issues the same collectives either way (trainer/optim/
   // adam.h): the defect shows as parameters moving on a skipped step and diverging loss scales, not as a hang.
@@ -141,6 +148,12 @@ std::vector<Arm> build_defects() {
   // ---- sync_budget ----
   a = defect("defect-extra-read", "a hidden extra host read per iteration", "sync_budget");
   a.hooks.after_training_log = [](Ledger& ledger, const LogInputs& in) { ledger.read(Site::kLossScale, in.loss_scale); };
+  d.push_back(a);
+  a = defect("defect-mask-per-tensor",
+             "zerosync's masked step selects, then copies: one operator more per tensor than the baseline's step",
+             "sync_budget");
+  a.on_device = true;
+  a.mask_write = Adam::MaskWrite::kSelectThenCopy;
   d.push_back(a);
   a = defect("defect-nan-predicate", "deferred NaN checks bank a predicate per check: more launches than the baseline",
              "sync_budget");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "trainer/instrument/timers.h"
+#include "trainer/optim/adam.h"
 
 namespace loopgate {
 
@@ -59,6 +60,10 @@ struct Arm {
   NanBank nan_bank = NanBank::kValue;
   bool verdict_after_step = false;   // act on the rerun decision after optimizer.step (Megatron: before)
   int lr_table_shift = 0;            // zerosync: the step after k successful steps uses table[k + shift] (0)
+  // zerosync: the step's LR as a kernel argument from the host's table at the iteration (not the device's tensor).
+  // Eagerly the same bits while no step is skipped; a CUDA graph replays the captured value forever.
+  bool lr_from_host = false;
+  Adam::MaskWrite mask_write = Adam::MaskWrite::kInPlace;  // a masked step's writes (onesync, zerosync)
   bool lr_advances_on_skip = false;  // the scheduler steps on a skipped iteration (Megatron: success only)
   VoteGroup rerun_vote = VoteGroup::kWorld;  // _reduce_any over the world
   VoteGroup exit_vote_group = VoteGroup::kWorld;  // the --exit-duration-in-mins vote over the world

@@ -20,6 +20,8 @@
 #include <mutex>
 #include <string>
 
+#include "trainer/instrument/capture.h"
+
 namespace loopgate {
 
 enum class RerunMode { kDisabled, kValidateResults, kReportStats };
@@ -106,6 +108,8 @@ class RerunStateMachine {
   const std::string& first_rejection() const { return first_rejection_; }  // this step, eager form
   const RerunConfig& config() const { return config_; }
   int64_t iteration() const { return iteration_; }
+  // The flag and the bank: device tensors a replayed iteration writes (--cuda-graph iteration; capture.h).
+  GraphState device_state() const { return {{"rerun.flag", flag_}, {"rerun.bank", bank_}}; }
 
  private:
   RerunConfig config_;

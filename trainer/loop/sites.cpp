@@ -127,6 +127,8 @@ Sites::Sites(const Arm& arm, const RunConfig& config, Ledger& ledger, ProcessGro
   };
   for (const char* name : kLevel1Timers) timers_[name] = make(name);
   timers_[kIntervalTimer] = make(kIntervalTimer);
+  // --cuda-graph iteration: a replayed iteration is timed as a whole (its events cannot be inside the graph).
+  if (config_.cuda_graph_iteration) timers_["cuda-graph"] = make("cuda-graph");
   nan_count_ = at::zeros({1}, f32());
   zero_ = at::zeros({1}, f32());
 }
@@ -278,6 +280,15 @@ void Sites::device_after_step(const at::Tensor& local_update_successful, const a
   slot_.add_(1);  // back to 0 at each log point
   if (config_.rerun.on_fault == FaultOutcome::kAbort || config_.rerun.mode == RerunMode::kDisabled)
     at::maximum_out(aborted_, aborted_, fault_now_);  // sticky: every later step is masked
+}
+
+GraphState Sites::device_state() const {
+  GraphState s = {{"sites.total_loss", total_loss_}, {"sites.zero", zero_}, {"sites.nan_count", nan_count_}};
+  for (const auto& [name, t] : std::initializer_list<std::pair<const char*, const at::Tensor*>>{
+           {"sites.lr_table", &lr_table_}, {"sites.lr_now", &lr_now_}, {"sites.steps_done", &steps_done_},
+           {"sites.slot", &slot_}, {"sites.fault_now", &fault_now_}, {"sites.log_state", &log_state_}})
+    if (t->defined()) s.emplace_back(name, *t);
+  return s;
 }
 
 int64_t Sites::read_steps_done() { return static_cast<int64_t>(ledger_.read(Site::kBatchedLogRead, steps_done_).at(0)); }

@@ -140,6 +140,8 @@ class Sites {
   // zerosync's: the accumulation happened on the device (device_after_step); at a log point the counters, the LR,
   // the window's skip and fault flags and the abort ride the one batched read.
   LogOutputs training_log_on_device(const LogInputs& in);
+  // The device tensors a replayed iteration reads and writes in place (--cuda-graph iteration; capture.h).
+  GraphState device_state() const;
   // checkpoint_and_decide_exit: --exit-duration-in-mins vote. Eager: every iteration. Deferred: from `log`.
   bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log);
 

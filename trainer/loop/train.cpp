@@ -47,9 +47,15 @@ struct Loop {
   std::unique_ptr<Sites> sites;  // the arm's site policies; rebuilt when the arm changes
   Schedule schedule;
   std::unique_ptr<CaptureSession> capture;  // the capture probe (RunConfig::capture), GPU only
+  std::unique_ptr<IterationGraph> graph;    // --cuda-graph iteration (RunConfig::cuda_graph_iteration)
+  bool in_graph = false;                    // inside the graph's body: no timer events, no checksum reads
+  Batch static_batch;                       // the graph's batch buffers, refilled before each replay
+  std::string graph_schedule;               // the captured iteration's executed schedule (the Trace's)
+  std::vector<double> lr_table_host;        // zerosync's LR table as uploaded (defect-graph-host-lr reads it)
   int num_micro = 0;
   int64_t consumed_samples = 0;
   int64_t next_iteration = 0;  // 0-based: iterations done so far
+  int64_t arm_since = 0;       // 0-based: the first iteration of the current arm's segment
   bool ended = false;          // abort, exit vote, or a capture probe that stopped the run
   RunResult result;
 
@@ -67,7 +73,7 @@ std::vector<at::Tensor> main_grads(Loop& L) {
 
 // Only when asked (RunConfig::param_checksums: a Trace or a gate): on a GPU each one is a device-to-host copy.
 uint64_t params_checksum(Loop& L) {
-  if (!L.cfg.param_checksums) return 0;
+  if (!L.cfg.param_checksums || L.in_graph) return 0;  // a graph's are taken around its replay (graph_step)
   std::vector<at::Tensor> values;
   for (const Param& p : L.stage.params) values.push_back(p.value);
   return L.ledger.checksum(values);  // a diagnostic read of the Trace, not a loop site
@@ -105,7 +111,7 @@ int64_t scheduler_increment(const Loop& L) { return int64_t{L.num_micro} * L.cfg
 std::vector<double> lr_table(const Loop& L) {
   LG_INPUT_CHECK(L.scheduler->config().wd_incr_style == WdIncrStyle::kConstant,
                  "zerosync needs a constant weight decay: the device holds no weight-decay schedule");
-  OptimizerParamScheduler s = *L.scheduler;
+  OptimizerParamScheduler s(L.scheduler->config());  // from step 0: the device indexes by its total step count
   std::vector<double> table;
   std::vector<double> lrs;
   for (int64_t k = 0; k <= L.cfg.train_iters + L.arm->lr_table_shift; ++k) {
@@ -119,7 +125,17 @@ std::vector<double> lr_table(const Loop& L) {
 }
 
 void start_on_device(Loop& L) {
-  L.sites->start_on_device(lr_table(L), L.scheduler->num_steps() / scheduler_increment(L), L.next_iteration);
+  L.lr_table_host = lr_table(L);
+  L.sites->start_on_device(L.lr_table_host, L.scheduler->num_steps() / scheduler_increment(L), L.next_iteration);
+}
+
+// The deferred timers record events on the stream; inside a graph they would be captured once and never re-armed,
+// so a graph's iteration is timed as a whole around its replay (graph_step).
+void timer_start(Loop& L, const char* name) {
+  if (!L.in_graph) L.sites->timer_start(name);
+}
+void timer_stop(Loop& L, const char* name) {
+  if (!L.in_graph) L.sites->timer_stop(name);
 }
 
 // Where optimizer.step MAX-reduces found_inf: the grad-stats group (TP x PP) unless the arm's policy narrows it.
@@ -135,6 +151,10 @@ FoundInfReduction found_inf_reduction(Loop& L) {
 // Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
 void setup(Loop& L) {
   const RunConfig& cfg = L.cfg;
+  if (cfg.cuda_graph_iteration) {  // first, as the probe: the graph's stream before the grad buffer's hooks exist
+    LG_INPUT_CHECK(!cfg.capture.enabled(), "--cuda-graph iteration and --capture-probe: one at a time");
+    L.graph = make_iteration_graph(cfg.model.device.is_cuda());
+  }
   if (cfg.capture.enabled()) {  // first: the run moves to the probe's stream before the grad buffer's hooks exist
     LG_INPUT_CHECK(cfg.model.device.is_cuda(), "the capture probe needs --device cuda (CUDA graphs)");
     LG_INPUT_CHECK(cfg.capture.iteration <= cfg.train_iters, "capture probe iteration {} is past --train-iters {}",
@@ -211,7 +231,8 @@ void region(Loop& L, int64_t iteration, const char* name, Body&& body) {
 }
 
 // ---- train_step: Megatron training.py train_step, in its order ----
-StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec) {
+// `staged`: the graph's static batch (graph_step); null: this iteration's batch is made here.
+StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec, const Batch* staged) {
   StepOutcome out;
   L.ledger.begin_iteration(iteration);
   ScopedSite numerics("numerics");  // work outside any site: the numerics path, the same in every arm
@@ -219,14 +240,14 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   L.schedule.warmup_shift = L.arm->schedule_warmup_shift;  // 0 but for a planted defect (arms.h)
 
   // ==== TRAINING SECTION: the numerics path, identical for every arm ====
-  L.sites->timer_start("forward-backward");
-  Batch batch = get_batch(L.cfg.model, L.cfg.data, L.layout, L.rank, iteration);
+  timer_start(L, "forward-backward");
+  const Batch batch = staged ? *staged : get_batch(L.cfg.model, L.cfg.data, L.layout, L.rank, iteration);
   ForwardBackwardResult fb;
   region(L, iteration, "forward_backward", [&] {
     L.buffer->zero();
     fb = forward_backward(L.schedule, L.stage, *L.buffer, batch, make_hooks(L, iteration));
   });
-  L.sites->timer_stop("forward-backward");
+  timer_stop(L, "forward-backward");
 
   // The rerun decision (should_run_forward_backward at loop exit) comes before optimizer.step. onesync keeps
   // it on device and masks the step with it; an arm whose policy says so acts on it only after the step.
@@ -247,18 +268,21 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     if (out.decision.action == Decision::Action::kAbort) return out;
   }
 
-  L.sites->timer_start("optimizer");
+  timer_start(L, "optimizer");
   if (!out.skipped) {
     std::vector<at::Tensor> grads = main_grads(L);
     double lr = L.scheduler->get_lr();
     if (L.arm->hooks.step_lr) lr = L.arm->hooks.step_lr(lr);
+    const bool lr_on_device = L.arm->on_device && !L.arm->lr_from_host;
+    if (L.arm->on_device && L.arm->lr_from_host) lr = L.lr_table_host.at(static_cast<size_t>(iteration));
+    L.adam->set_mask_write(L.arm->mask_write);
     region(L, iteration, "optimizer", [&] {
       out.step = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
                                 L.scheduler->get_wd(), veto.defined() ? &veto : nullptr,
-                                L.arm->on_device ? &L.sites->device_lr() : nullptr, found_inf_reduction(L));
+                                lr_on_device ? &L.sites->device_lr() : nullptr, found_inf_reduction(L));
     });
   }
-  L.sites->timer_stop("optimizer");
+  timer_stop(L, "optimizer");
   if (act_after_step && !L.arm->on_device) {
     out.decision = L.sites->rerun_decision(L.rerun);
     if (!out.decision.proceed()) {
@@ -305,6 +329,82 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
 }
 
 // What training_log receives (Megatron computes params norm in train() every iteration when logging it).
+LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point);
+
+// ---- --cuda-graph iteration ----
+
+// Log points (they read), the first two iterations (warm-up: cuBLAS, NCCL and the allocator initialise lazily),
+// an arm's first iteration after it took over (its buffers, e.g. the rerun bank, settle their sizes: a graph
+// captured while one grows keeps the freed storage) and iterations a planned fault hits (the injector decides on
+// the host) run eagerly; the rest replay.
+bool replays_as_graph(const Loop& L, int64_t iteration, bool log_point) {
+  return L.graph && !L.graph->off() && L.arm->on_device && !log_point && iteration >= 2 &&
+         iteration > L.arm_since && !L.faults.planned_at(iteration);
+}
+
+// The graph reads its batch from static buffers: each replay's batch is copied in first, outside the graph
+// (get_batch's pinned host-to-device copy, then one device copy per tensor).
+void stage_batch(Loop& L, int64_t iteration) {
+  Batch b = get_batch(L.cfg.model, L.cfg.data, L.layout, L.rank, iteration);
+  if (L.static_batch.microbatches.empty()) {
+    L.static_batch = std::move(b);
+    return;
+  }
+  for (size_t m = 0; m < b.microbatches.size(); ++m) {
+    L.static_batch.microbatches[m].tokens.copy_(b.microbatches[m].tokens, /*non_blocking=*/true);
+    L.static_batch.microbatches[m].labels.copy_(b.microbatches[m].labels, /*non_blocking=*/true);
+  }
+}
+
+// Every persistent tensor a replayed iteration reads or writes (capture.h GraphState).
+GraphState graph_state(const Loop& L) {
+  GraphState s;
+  for (size_t i = 0; i < L.stage.params.size(); ++i) s.emplace_back(fmt::format("param{}", i), L.stage.params[i].value);
+  s.emplace_back("grad_buffer", L.buffer->data());
+  for (size_t i = 0; i < L.adam->size(); ++i) {
+    s.emplace_back(fmt::format("adam.main{}", i), L.adam->main_params()[i]);
+    s.emplace_back(fmt::format("adam.exp_avg{}", i), L.adam->exp_avg()[i]);
+    s.emplace_back(fmt::format("adam.exp_avg_sq{}", i), L.adam->exp_avg_sq()[i]);
+  }
+  s.emplace_back("adam.step", L.adam->step_count());
+  if (L.scaler) s.emplace_back("scaler.scale", L.scaler->scale());
+  for (auto& e : L.rerun.device_state()) s.push_back(std::move(e));
+  for (auto& e : L.sites->device_state()) s.push_back(std::move(e));
+  for (size_t m = 0; m < L.static_batch.microbatches.size(); ++m) {
+    s.emplace_back(fmt::format("batch{}.tokens", m), L.static_batch.microbatches[m].tokens);
+    s.emplace_back(fmt::format("batch{}.labels", m), L.static_batch.microbatches[m].labels);
+  }
+  return s;
+}
+
+// A non-log iteration of an arm that reads nothing between log points: train_step's device work and the log
+// inputs, captured once and replayed (capture.h); the host's bookkeeping and the Trace's checksums stay outside.
+StepOutcome graph_step(Loop& L, int64_t iteration, IterationRecord& rec) {
+  L.ledger.begin_iteration(iteration);
+  ScopedSite numerics("numerics");
+  L.rerun.begin_iteration(iteration);
+  stage_batch(L, iteration);
+  rec.param_checksum_before = params_checksum(L);  // forward-backward leaves the parameters alone
+  L.sites->timer_start("cuda-graph");
+  L.graph->run(iteration + 1, [&] {
+    struct InGraph {
+      Loop& L;
+      explicit InGraph(Loop& l) : L(l) { L.in_graph = true; }
+      ~InGraph() { L.in_graph = false; }
+    } in_graph(L);
+    const StepOutcome out = train_step(L, iteration, /*log_point=*/false, rec, &L.static_batch);
+    log_inputs(L, out, /*log_point=*/false);  // Megatron's params norm, every iteration
+  }, graph_state(L));
+  L.sites->timer_stop("cuda-graph");
+  if (rec.schedule.empty()) {
+    rec.schedule = L.graph_schedule;  // a replay runs no host code: the captured iteration's
+  } else {
+    L.graph_schedule = rec.schedule;
+  }
+  rec.param_checksum_after = params_checksum(L);
+  return {};
+}
+
 LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point) {
   LogInputs in;
   in.loss = s.loss;
@@ -400,7 +500,8 @@ void run_iterations(Loop& L, int64_t until) {
     IterationRecord rec;
     rec.iteration = done;
     rec.rank = world_rank;
-    StepOutcome step = train_step(L, iteration, log_point, rec);
+    const bool graphed = replays_as_graph(L, iteration, log_point);
+    StepOutcome step = graphed ? graph_step(L, iteration, rec) : train_step(L, iteration, log_point, rec, nullptr);
     L.rerun.end_iteration();  // from now on results are validated (Megatron skips the job's first iteration)
     if (step.decision.action == Decision::Action::kAbort) {
       record_abort(L, rec, step.decision, iteration);
@@ -414,7 +515,8 @@ void run_iterations(Loop& L, int64_t until) {
     // Everything that follows is diagnostics: the log line, the Trace, the exit decision.
     LogInputs in;
     LogOutputs log;
-    region(L, done - 1, "training_log", [&] {
+    in.iteration = done;  // a graph's iteration computed its log inputs inside; at a non-log iteration nothing logs
+    if (!graphed) region(L, done - 1, "training_log", [&] {
       in = step.inputs ? *step.inputs : log_inputs(L, step, log_point);
       in.skipped = step.skipped;                    // onesync's inputs were taken before these two were known
       in.learning_rate = L.scheduler->get_lr();
@@ -482,12 +584,14 @@ bool TrainSession::run(const Arm& arm, int64_t iterations) {
   Loop& L = impl_->L;
   if (L.ended) return false;
   if (&arm != L.arm) {  // a new arm takes over at this iteration: its own sites, timers and accumulators
+    if (L.graph) L.graph->reset();  // the graph holds the old arm's state tensors
     if (L.arm->on_device) {  // the device counted the successful steps: the host's scheduler catches up
       const int64_t steps = L.sites->read_steps_done();
       L.scheduler->step(scheduler_increment(L) * steps - L.scheduler->num_steps());
     }
     finish_sites(L);
     L.arm = &arm;
+    L.arm_since = L.next_iteration;
     L.sites = std::make_unique<Sites>(arm, L.cfg, L.ledger, L.groups, L.rank);
     if (arm.on_device) start_on_device(L);
     L.sites->start_interval_timer();
@@ -507,6 +611,7 @@ int64_t TrainSession::iterations_done() const { return impl_->L.next_iteration; 
 RunResult TrainSession::finish() {
   Loop& L = impl_->L;
   if (!impl_->captured_stop) finish_sites(L);
+  if (L.graph) L.result.graph = L.graph->report();
   OpCounter::instance().set_enabled(false);
   return std::move(L.result);
 }

@@ -48,6 +48,10 @@ struct RunConfig {
   int64_t bucket_size = 0;                 // grad-buffer bucket size in elements (0 = default)
   CommOptions comm;                        // reduction order (kPermuted for the distributional gate)
   CaptureSpec capture;                     // CUDA-graph capture probe of one region (GPU only; off by default)
+  // --cuda-graph iteration: the non-log iterations of an arm that reads nothing between log points (zerosync)
+  // replayed as one CUDA graph (capture.h); other arms run eagerly. On a CPU device (tests only; the CLI refuses
+  // it) the operator-stream check stands in (op_stream.h).
+  bool cuda_graph_iteration = false;
   // CPU simulation of a device running behind the host: timer events complete a seeded random 0..max_windows
   // log windows late (0 = off). What a GPU does and a lockstep CPU rank cannot show (issue 13, item 2).
   struct EventLag {
@@ -68,6 +72,7 @@ struct RunResult {
   std::vector<std::string> log_lines;  // Megatron-format lines printed on this rank (print_rank_last)
   TimerSummary timers;  // every interval reported, in report order; waits; pending bound
   CaptureVerdict capture;                // the capture probe's verdict on this rank (attempted = false: off)
+  GraphReport graph;                     // --cuda-graph iteration on this rank (on = false: off)
   // zerosync: an abort verdict reaches the host at the next log point; the iterations it ran past the fault
   // (every step masked) — the arm's one behavioural difference from the baseline, which stops at the fault.
   int64_t iterations_past_fault = 0;

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Issue 13/14 measurements on a GPU machine (one or two GPUs): zerosync and `--cuda-graph iteration`, CUPTI launch
+# counts, and `loopgate ab` step times. Results go to $RESULTS (default build/gpu/results), one log per step.
+#   BUILD=1 LOOPGATE_VENDOR_DIR=$PWD/.vendor ci/gpu-graph.sh       # build, then every step
+#   STEPS="unit launches" ci/gpu-graph.sh                            # some steps (after a build)
+# unit: the CUPTI counter's tests (launch counting included). graph: the cuda_graph gate (real replays) on single,
+# and on tp2sp and pp2 with two GPUs. launches: ledger == CUPTI and stream work per iteration for zerosync, onesync
+# and syncfree against the baseline, and the planted extra launches. cupti: per-site CUPTI tables (kernels, graph
+# launches) of baseline, zerosync and zerosync + graph over 40 iterations. bad: GPU-only bad input.
+# ab: baseline vs zerosync + graph and onesync vs zerosync + graph, log interval 20, the default model and hidden
+# 256 x 8 layers, one GPU (single) and two (tp2sp); the arms alternate in one process (tools/loopgate/ab_phases.cpp).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+R="${RESULTS:-build/gpu/results}"
+mkdir -p "$R"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export NCCL_ALGO=Ring NCCL_PROTO=Simple CUBLAS_WORKSPACE_CONFIG=:4096:8 GTEST_COLOR=no
+B=build/gpu
+LG=$B/tools/loopgate
+source ci/gpu-select.sh
+ngpu="$(lg_gpu_count)"
+steps="${STEPS:-unit graph launches cupti bad ab}"
+
+if [ "${BUILD:-0}" = 1 ]; then
+  export LOOPGATE_TORCH_PREFIX="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
+  extra=(-DLOOPGATE_TORCH_NCCL_DIR="$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])')")
+  [ -n "${LOOPGATE_VENDOR_DIR:-}" ] && extra+=(-DLOOPGATE_VENDOR_DIR="$LOOPGATE_VENDOR_DIR")
+  cmake --preset gpu "${extra[@]}" > "$R/configure.log" 2>&1 || { tail -40 "$R/configure.log"; exit 1; }
+  { time ninja -C $B -j "$(nproc)" loopgate loopgate_gates loopgate_gpu_loop loopgate_gpu_unit; } > "$R/build.log" 2>&1 ||
+    { grep -E 'error' -A3 "$R/build.log" | head -60; exit 1; }
+  tail -3 "$R/build.log"
+fi
+
+# step NAME LIMIT CMD...: one command, its log in $R/NAME.log, one summary line.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local start=$(date +%s)
+  timeout "$limit" "$@" > "$R/$name.log" 2>&1
+  local rc=$?
+  echo "$name: exit $rc, $(( $(date +%s) - start )) s; $(grep -E '^\[  (PASSED|FAILED)  \]' "$R/$name.log" | head -2 | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \] [A-Za-z]|^launches rank 0' "$R/$name.log" | sort -u | head -40
+}
+
+has() { [[ " $steps " == *" $1 "* ]]; }
+has unit && step gpu_unit 120 mpirun -np 1 $B/suites/gpu/loopgate_gpu_unit
+if has graph; then
+  step cuda_graph_single 300 mpirun -np 1 $B/suites/loopgate_gates --lg_fixture=single --lg_device=cuda \
+    --lg_timeout=240 '--gtest_filter=*CudaGraph*'
+  if [ "$ngpu" -ge 2 ]; then
+    for fx in tp2sp pp2; do
+      step cuda_graph_$fx 300 mpirun -np 2 $B/suites/loopgate_gates --lg_fixture=$fx --lg_device=cuda \
+        --lg_timeout=240 '--gtest_filter=*CudaGraph*'
+    done
+  fi
+fi
+has launches && step launches_single 300 mpirun -np 1 $B/suites/gpu/loopgate_gpu_loop --lg_fixture=single --lg_timeout=240 \
+    '--gtest_filter=Arms/LedgerEqualsCupti.*/zerosync:Arms/LedgerEqualsCupti.*/onesync:Arms/LedgerEqualsCupti.*/syncfree:Arms/LedgerEqualsCupti.NoMore*:LedgerEqualsCupti.LaunchCount*'
+if has cupti; then
+  for arm in baseline zerosync; do
+    step cupti_${arm}_li20 120 mpirun -np 1 $LG run --fixture single --arm $arm --device cuda --cupti --syncs --quiet \
+      --iters 40 --log-interval 20
+  done
+  step cupti_zerosync_graph_li20 120 mpirun -np 1 $LG run --fixture single --arm zerosync --device cuda \
+    --cuda-graph iteration --cupti --syncs --quiet --iters 40 --log-interval 20
+fi
+
+if has ab; then
+  AB=(--device cuda --cuda-graph iteration --log-interval 20 --phases 5 --phase-iters 20)
+  big=(--hidden-size 256 --num-layers 8)
+  step ab_single_base_zero 200 mpirun -np 1 $LG ab --fixture single --arms baseline,zerosync "${AB[@]}"
+  step ab_single_one_zero 200 mpirun -np 1 $LG ab --fixture single --arms onesync,zerosync "${AB[@]}"
+  step ab_single256x8_base_zero 300 mpirun -np 1 $LG ab --fixture single --arms baseline,zerosync "${AB[@]}" "${big[@]}"
+  step ab_single256x8_one_zero 300 mpirun -np 1 $LG ab --fixture single --arms onesync,zerosync "${AB[@]}" "${big[@]}"
+  if [ "$ngpu" -ge 2 ]; then
+    step ab_tp2sp_base_zero 300 mpirun -np 2 $LG ab --fixture tp2sp --arms baseline,zerosync "${AB[@]}"
+    step ab_tp2sp256x8_base_zero 300 mpirun -np 2 $LG ab --fixture tp2sp --arms baseline,zerosync "${AB[@]}" "${big[@]}"
+  fi
+  for f in "$R"/ab_*.log; do
+    echo "=== $(basename "$f")"
+    grep -vE '^ *\[|^\s*$' "$f" | tail -25
+  done
+fi
+
+if has bad; then
+  # Bad input that only a GPU build reaches (the CPU build stops at --device cuda): one line, exit 2.
+  for args in "--arm baseline --log-interval 4" "--arm zerosync --log-interval 1" "--arm zerosync --capture-probe optimizer@2"; do
+    mpirun -np 1 $LG run --fixture single --device cuda --cuda-graph iteration $args > "$R/bad.log" 2>&1
+    echo "bad input '$args': exit $? $(grep -m1 error "$R/bad.log")"
+  done
+fi

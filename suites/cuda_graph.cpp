@@ -1,0 +1,153 @@
+// Gate: cuda_graph (issue 14). `--cuda-graph iteration` replays every non-log iteration of an arm that reads
+// nothing between log points (zerosync) as one captured CUDA graph; log points, the first two iterations and
+// iterations a planned fault hits run eagerly (capture.h). A replay equals eager execution only if each replayed
+// iteration would dispatch the captured operators with the captured host arguments on the same persistent
+// tensors. On a GPU (--lg_device=cuda) the graph really replays and the bit-identity below is the proof; on CPU
+// ranks the operator-stream check stands in (op_stream.h): each replayable iteration runs eagerly and must
+// dispatch the captured stream exactly, or the run reports the first operator that differs.
+// Checked, per arm that reads nothing between log points: the graph captured once and replayed at every
+// replayable iteration (counted from the config), no host read at a replayed iteration, every logged field and
+// the parameter checksum bit-identical to the baseline; with a fault (abort and skip) the outcome, exit code,
+// iterations run past the fault and every field equal to the same arm run eagerly. Power: defect-graph-host-lr
+// (the LR as a host kernel argument: right eagerly, frozen in a graph) is rejected. Not proven on CPU: what
+// CUDA does at capture (a read inside refuses it; the GPU tests and --capture-probe show that).
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include "fixtures/compare.h"
+#include "fixtures/scenarios.h"
+#include "trainer/common/device.h"
+
+namespace loopgate {
+namespace {
+
+const std::vector<std::string> kFields = {"lm_loss", "params_norm", "grad_norm",           "num_zeros", "learning_rate",
+                                          "loss_scale", "skipped", "param_checksum_after"};
+
+// Log interval 4 over 10 iterations: log points 1, 4, 8; 3 (the capture), 5, 6, 7, 9, 10 run as the graph.
+// dp64 (64 ranks on 2 cores): 6 iterations, log points 1 and 4; 3, 5, 6 as the graph.
+RunConfig graph_config() {
+  RunConfig c = gate_config();
+  c.train_iters = heavy_fixture() ? 6 : 10;
+  c.log_interval = 4;
+  c.cuda_graph_iteration = true;
+  return c;
+}
+
+// Replayable iterations of `c` (1-based), as train.cpp's replays_as_graph picks them for a clean run.
+std::vector<int64_t> replayable(const RunConfig& c) {
+  std::vector<int64_t> out;
+  for (int64_t done = 3; done <= c.train_iters; ++done)
+    if (done % c.log_interval != 0) out.push_back(done);
+  return out;
+}
+
+std::vector<std::string> graph_arms() {
+  std::vector<std::string> out;
+  for (const std::string& a : gate_arms())
+    if (find_arm(a).on_device) out.push_back(a);
+  return out;
+}
+
+// What is wrong with `arm`'s graph run against the baseline (empty: nothing).
+std::vector<std::string> graph_findings(const std::string& arm) {
+  const RunConfig c = graph_config();
+  const ScenarioResult& base = run_scenario("cuda-graph", c, "baseline");
+  const ScenarioResult& r = run_scenario("cuda-graph", c, arm);
+  const GraphReport& g = r.local.graph;
+  std::vector<std::string> out;
+  if (!g.error.empty()) out.push_back(fmt::format("rank {}: {}", world_rank(), g.error));
+  const int64_t want = static_cast<int64_t>(replayable(c).size());
+  if (g.captures != 1 || g.replays != want)
+    out.push_back(fmt::format("rank {}: {} capture(s) and {} replay(s); the config has {} replayable iterations "
+                              "(one capture, each replayed)", world_rank(), g.captures, g.replays, want));
+  for (const IterationRecord& rec : r.trace.records) {
+    if (rec.iteration < 3 || rec.iteration % c.log_interval == 0) continue;
+    for (const auto& [site, n] : rec.reads_per_site)
+      if (n > 0) out.push_back(fmt::format("iteration {} rank {}: {} read(s) at {}", rec.iteration, rec.rank, n, site));
+  }
+  for (const Mismatch& m : compare_fields(base.trace, r.trace, kFields))
+    out.push_back(describe({m}, "baseline", arm + " + graph"));
+  return out;
+}
+
+class CudaGraph : public ::testing::TestWithParam<std::string> {};
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaGraph);
+
+TEST_P(CudaGraph, EveryNonLogIterationReplaysBitIdenticalToTheBaseline) {
+  const std::vector<std::string> f = graph_findings(GetParam());
+  EXPECT_TRUE(f.empty()) << GetParam() << " with --cuda-graph iteration: " << f.size() << " finding(s)"
+                         << first_lines(f);
+}
+
+// Faults under the graph: the faulted iteration runs eagerly, the iterations after it replay with the device's
+// verdict masking (abort) or not (skip) their steps; everything equals the arm run eagerly, which the
+// nan_detection gate holds to the baseline.
+TEST_P(CudaGraph, FaultOutcomesEqualTheEagerArm) {
+  if (heavy_fixture()) GTEST_SKIP() << "dp64 runs the clean graph scenario only (64 ranks on 2 cores)";
+  const int last = world_size() - 1;
+  for (FaultOutcome outcome : {FaultOutcome::kAbort, FaultOutcome::kSkipStep}) {
+    RunConfig c = graph_config();
+    c.faults = parse_fault_specs(fmt::format("iter=4,site=loss,rank={},kind=nan", last));  // iteration 5: non-log
+    c.rerun.on_fault = outcome;
+    const std::string key = outcome == FaultOutcome::kAbort ? "cuda-graph-fault-abort" : "cuda-graph-fault-skip";
+    const ScenarioResult& graphed = run_scenario(key, c, GetParam());
+    RunConfig eager_c = c;
+    eager_c.cuda_graph_iteration = false;
+    const ScenarioResult& eager = run_scenario(key + "-eager", eager_c, GetParam());
+    const GraphReport& g = graphed.local.graph;
+    EXPECT_TRUE(g.error.empty()) << key << ": " << g.error;
+    EXPECT_GE(g.replays, 1) << key << ": no iteration after the fault replayed";
+    EXPECT_EQ(graphed.local.exit_code, eager.local.exit_code) << key;
+    EXPECT_EQ(graphed.local.iterations_done, eager.local.iterations_done) << key;
+    EXPECT_EQ(graphed.local.iterations_past_fault, eager.local.iterations_past_fault) << key;
+    auto m = compare_fields(eager.trace, graphed.trace, kFields);
+    EXPECT_TRUE(m.empty()) << key << describe(m, "eager", "graph");
+  }
+}
+
+// `loopgate ab --cuda-graph iteration`: the arms alternate in one session; each zerosync phase holds new device
+// state, so it captures afresh (the previous graph dropped) after one eager iteration of its own (without it, the
+// op-stream check found the rerun bank growing inside the captured iteration: a graph would keep its freed
+// storage) and replays within the phase; the alternating run stays bit-identical to the baseline alone.
+TEST_P(CudaGraph, AlternatingWithTheBaselineRecapturesEveryPhase) {
+  if (heavy_fixture()) GTEST_SKIP() << "dp64 runs the clean graph scenario only (64 ranks on 2 cores)";
+  RunConfig c = on_gate_device(graph_config());
+  c.train_iters = 24;  // phases of 4 (= the log interval): B A B A B A
+  c.param_checksums = true;
+  RunGroups g = make_run_groups(c, MPI_COMM_WORLD);
+  set_run_device(g.config.model.device);
+  TrainSession session(g.config, find_arm("baseline"), g.groups, world_rank());
+  for (int p = 0; p < 6; ++p) session.run(find_arm(p % 2 == 0 ? "baseline" : GetParam()), 4);
+  const RunResult r = session.finish();
+  set_run_device(c10::Device(c10::kCPU));
+  const Trace alternating = gather_trace(r, MPI_COMM_WORLD);
+  EXPECT_TRUE(r.graph.error.empty()) << r.graph.error;
+  EXPECT_EQ(r.graph.captures, 3) << "one capture per phase of " << GetParam();
+  EXPECT_EQ(r.graph.replays, 6) << "iterations 2-3 of each 4-iteration phase (the 1st warms the arm up, the 4th "
+                                   "is a log point)";
+  auto m = compare_fields(run_scenario("cuda-graph-alternating-ref", c, "baseline").trace, alternating, kFields);
+  EXPECT_TRUE(m.empty()) << describe(m, "baseline alone", "alternating");
+}
+
+INSTANTIATE_TEST_SUITE_P(Arms, CudaGraph, ::testing::ValuesIn(graph_arms()),
+                         [](const auto& info) { return param_name(info.param); });
+
+// Gate power: the LR passed as a host kernel argument. Eagerly it is the right value every iteration (the
+// precondition: the same bits as the baseline without the graph), so only a replay shows it: on a GPU the
+// captured LR is replayed forever (wrong numbers), on CPU the operator-stream check names the argument.
+TEST(GatePower, CudaGraphRejectsAnLrPassedFromTheHost) {
+  if (heavy_fixture()) GTEST_SKIP() << "dp64 runs the clean graph scenario only (64 ranks on 2 cores)";
+  RunConfig eager_c = graph_config();
+  eager_c.cuda_graph_iteration = false;
+  auto pre = compare_fields(run_scenario("cuda-graph-eager", eager_c, "baseline").trace,
+                            run_scenario("cuda-graph-eager", eager_c, "defect-graph-host-lr").trace, kFields);
+  EXPECT_TRUE(pre.empty()) << "defect-graph-host-lr differs from the baseline even eagerly: not a graph-only defect"
+                           << describe(pre, "baseline", "defect-graph-host-lr");
+  const std::vector<std::string> f = graph_findings("defect-graph-host-lr");
+  EXPECT_FALSE(f.empty()) << "the cuda_graph gate accepted an LR passed as a host kernel argument";
+  if (!f.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first_lines(f, 2).c_str());
+}
+
+}  // namespace
+}  // namespace loopgate
