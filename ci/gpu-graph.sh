@@ -55,8 +55,15 @@ if has graph; then
     done
   fi
 fi
-has launches && step launches_single 300 mpirun -np 1 $B/suites/gpu/loopgate_gpu_loop --lg_fixture=single --lg_timeout=240 \
-    '--gtest_filter=Arms/LedgerEqualsCupti.*/zerosync:Arms/LedgerEqualsCupti.*/onesync:Arms/LedgerEqualsCupti.*/syncfree:Arms/LedgerEqualsCupti.NoMore*:LedgerEqualsCupti.LaunchCount*'
+if has launches; then
+  LF='--gtest_filter=Arms/LedgerEqualsCupti.*/zerosync:Arms/LedgerEqualsCupti.*/onesync:Arms/LedgerEqualsCupti.*/syncfree:Arms/LedgerEqualsCupti.NoMore*:LedgerEqualsCupti.LaunchCount*:LedgerEqualsCupti.Zerosync*'
+  step launches_single 300 mpirun -np 1 $B/suites/gpu/loopgate_gpu_loop --lg_fixture=single --lg_timeout=240 "$LF"
+  if [ "$ngpu" -ge 2 ]; then
+    for fx in tp2sp pp2; do
+      step launches_$fx 300 mpirun -np 2 $B/suites/gpu/loopgate_gpu_loop --lg_fixture=$fx --lg_timeout=240 "$LF"
+    done
+  fi
+fi
 if has cupti; then
   for arm in baseline zerosync; do
     step cupti_${arm}_li20 120 mpirun -np 1 $LG run --fixture single --arm $arm --device cuda --cupti --syncs --quiet \
@@ -64,6 +71,15 @@ if has cupti; then
   done
   step cupti_zerosync_graph_li20 120 mpirun -np 1 $LG run --fixture single --arm zerosync --device cuda \
     --cuda-graph iteration --cupti --syncs --quiet --iters 40 --log-interval 20
+  if [ "$ngpu" -ge 2 ]; then
+    # Two GPUs: zerosync eager and with the graph on tp2sp and pp2 (0 syncs per non-log iteration, every rank).
+    for fx in tp2sp pp2; do
+      step cupti_${fx}_zerosync_li20 180 mpirun -np 2 $LG run --fixture $fx --arm zerosync --device cuda --cupti \
+        --syncs --quiet --iters 40 --log-interval 20
+      step cupti_${fx}_zerosync_graph_li20 180 mpirun -np 2 $LG run --fixture $fx --arm zerosync --device cuda \
+        --cuda-graph iteration --cupti --syncs --quiet --iters 40 --log-interval 20
+    done
+  fi
 fi
 
 if has ab; then

@@ -175,6 +175,40 @@ TEST_F(LedgerEqualsCupti, RejectsASyncOutsideTheLedger) {
   if (!m.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first_lines(m, 3).c_str());
 }
 
+// Issue 14's claim, read straight off CUPTI on this rank: between log points zerosync blocks the host nowhere
+// (no synchronize, no synchronous or pageable copy, at any site), eagerly and with the iteration replayed as one
+// graph. Each non-log iteration of 2..N-1 where CUPTI saw a host block, as a line.
+std::vector<std::string> blocks_between_log_points(const std::string& arm, bool graph) {
+  const int64_t iters = 10;
+  const int li = 4;
+  RunConfig c = gpu_config(iters, li);
+  c.cuda_graph_iteration = graph;
+  const Counted counted = run_counted(c, arm);
+  std::vector<std::string> out;
+  for (int64_t it = 2; it < iters; ++it) {
+    if (it % li == 0) continue;  // a log point: the one batched read
+    auto row = counted.cupti.find(it);
+    if (row == counted.cupti.end()) continue;
+    for (const auto& [site, t] : row->second)
+      if (site != "diagnostic_checksum" && t.syncs() + t.pageable_async > 0)
+        out.push_back(fmt::format("rank {} iteration {} site {}: {} synchronize(s), {} sync copies, {} pageable",
+                                  world_rank(), it, site, t.synchronizes, t.sync_memcpys, t.pageable_async));
+  }
+  return out;
+}
+
+TEST_F(LedgerEqualsCupti, ZerosyncBlocksTheHostNowhereBetweenLogPoints) {
+  for (bool graph : {false, true}) {
+    auto m = blocks_between_log_points("zerosync", graph);
+    EXPECT_TRUE(m.empty()) << "zerosync" << (graph ? " + graph" : "") << first_lines(m);
+    if (m.empty() && world_rank() == 0)
+      std::printf("zerosync%s: CUPTI 0 host blocks at every non-log iteration 2-9 (log interval 4)\n",
+                  graph ? " + --cuda-graph iteration" : "");
+  }
+  // The same reading rejects the baseline, which reads every iteration.
+  EXPECT_FALSE(blocks_between_log_points("baseline", false).empty()) << "the check saw no block in the baseline";
+}
+
 // ---- (2) CUDA-graph capture ----
 
 RunResult run_probed(const std::string& arm, const std::string& region) {
