@@ -1,5 +1,7 @@
 // The operator counter: a global RecordFunction callback with a per-thread stack that tells launching operators
 // from composite ones (a composite operator's kernels are its children's).
+#include <cstdio>
+#include <cstdlib>
 #include "trainer/instrument/op_counter.h"
 
 #include <ATen/record_function.h>
@@ -45,6 +47,12 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if ((launches || child_launched) && !t_child_launched.empty()) t_child_launched.back() = 1;
   if (!launches || t_suspended > 0 || !state().enabled.load(std::memory_order_relaxed)) return;
   OpCounter::instance().add(current_iteration(), current_site());
+  // Diagnostics: LOOPGATE_OP_TRACE=N prints every counted operator of ledger iteration N (which op a site adds).
+  static const int64_t trace_iteration = [] {
+    const char* v = std::getenv("LOOPGATE_OP_TRACE");
+    return v ? std::atoll(v) : int64_t{-2};
+  }();
+  if (current_iteration() == trace_iteration) std::fprintf(stderr, "op %s %s\n", current_site(), fn.name());
 }
 
 }  // namespace
@@ -54,7 +62,8 @@ bool op_launches_nothing(const char* name) {
       "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::view", "aten::_unsafe_view",
       "aten::reshape", "aten::_reshape_alias", "aten::as_strided", "aten::select", "aten::slice", "aten::narrow",
       "aten::expand", "aten::expand_as", "aten::squeeze", "aten::unsqueeze", "aten::t", "aten::transpose",
-      "aten::permute", "aten::detach", "aten::detach_", "aten::alias", "aten::resize_", "aten::set_",
+      "aten::permute", "aten::detach", "aten::detach_", "detach",  // "detach": autograd's record name
+      "aten::alias", "aten::resize_", "aten::set_",
       "aten::lift_fresh", "aten::to", "aten::contiguous", "aten::_local_scalar_dense", "aten::item",
       "aten::is_nonzero", "aten::size", "aten::stride", "aten::numel", "aten::dim", "aten::unbind", "aten::split",
       "aten::chunk", "aten::split_with_sizes", "aten::flatten", "aten::view_as", "aten::result_type",
