@@ -20,7 +20,7 @@ B=build/gpu
 LG=$B/tools/loopgate
 source ci/gpu-select.sh
 ngpu="$(lg_gpu_count)"
-steps="${STEPS:-unit graph launches cupti bad ab}"
+steps="${STEPS:-unit graph launches cupti live bad ab}"
 
 if [ "${BUILD:-0}" = 1 ]; then
   export LOOPGATE_TORCH_PREFIX="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
@@ -97,6 +97,21 @@ if has ab; then
     echo "=== $(basename "$f")"
     grep -vE '^ *\[|^\s*$' "$f" | tail -25
   done
+fi
+
+if has live; then
+  # Issue 13 items 1 and 2 again: each log line stamped by the reader as it arrives (live, not at the end), and
+  # the elapsed time per iteration of the one-window lagged timers (never 0.0, never two windows in one line).
+  stamp() { while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%3N)" "$line"; done; }
+  mpirun -np 1 $LG run --fixture single --device cuda --iters 200 --log-interval 50 2>&1 | stamp > "$R/live_single.log"
+  echo "live_single: $(grep -c 'iteration ' "$R/live_single.log") log lines; reader stamps: $(grep 'iteration ' "$R/live_single.log" | cut -d' ' -f1 | tr '\n' ' ')"
+  for arm in baseline syncfree onesync zerosync; do
+    mpirun -np 1 $LG run --fixture single --arm $arm --device cuda --iters 100 --log-interval 20 --hidden-size 2048 \
+      --num-layers 4 --seq-length 1024 --num-attention-heads 16 > "$R/timers_2048x4_$arm.log" 2>&1
+    echo "timers_2048x4 $arm: exit $?; elapsed ms/iteration: $(grep -o 'elapsed time per iteration (ms): [0-9.]*' "$R/timers_2048x4_$arm.log" | awk '{print $NF}' | tr '\n' ' ')"
+  done
+  step timers_gate_single 300 mpirun -np 1 $B/suites/loopgate_gates --lg_fixture=single --lg_device=cuda \
+    --lg_timeout=240 '--gtest_filter=*Timer*'
 fi
 
 if has bad; then

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Issue 13's sweep on a GPU machine (after a GPU build, e.g. ci/gpu-graph.sh with BUILD=1 STEPS=""): `loopgate ab`
+# baseline vs onesync over model sizes from launch-bound to compute-bound, at --log-interval 1 and 20, on one GPU
+# (single) and, with two, tp2sp. One log per run in $RESULTS (default build/gpu/results/sweep); one line per run
+# in $RESULTS/sweep.tsv (tools/sweep_table.py turns the logs into the table and plot of docs/performance.md).
+#   SIZES="64x4x32 1024x8x1024" LIS="1" FIXTURES="single" ARMS=baseline,onesync ci/gpu-sweep.sh
+# A size is HIDDENxLAYERSxSEQ; heads = hidden / 64 (at least 4). PROFILE=1 adds --profile (launch starvation).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+R="${RESULTS:-build/gpu/results}/sweep"
+mkdir -p "$R"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export NCCL_ALGO=Ring NCCL_PROTO=Simple CUBLAS_WORKSPACE_CONFIG=:4096:8
+LG=build/gpu/tools/loopgate
+source ci/gpu-select.sh
+ngpu="$(lg_gpu_count)"
+sizes="${SIZES:-64x4x32 512x8x512 1024x8x1024 2048x4x1024 2048x8x1024}"
+lis="${LIS:-1 20}"
+fixtures="${FIXTURES:-single tp2sp}"
+arms="${ARMS:-baseline,onesync}"
+prof=()
+[ "${PROFILE:-0}" = 1 ] && prof=(--profile)
+
+for fx in $fixtures; do
+  np=1
+  [ "$fx" = single ] || np=2
+  [ "$np" -le "$ngpu" ] || { echo "$fx: needs $np GPUs, this machine has $ngpu: left out"; continue; }
+  for size in $sizes; do
+    IFS=x read -r h l s <<< "$size"
+    heads=$(( h / 64 > 4 ? h / 64 : 4 ))
+    for li in $lis; do
+      # 6 phases per arm (the first dropped): 5 v 5 samples, whose smallest exact two-sided p is 0.0079.
+      w=$(( li == 1 ? 10 : li ))
+      log="$R/ab_${fx}_${size}_li${li}.log"
+      start=$(date +%s)
+      timeout 300 mpirun -np $np $LG ab --fixture $fx --arms "$arms" --device cuda --log-interval $li --phases 6 \
+        --phase-iters $w --hidden-size $h --num-layers $l --seq-length $s --num-attention-heads $heads \
+        "${prof[@]}" > "$log" 2>&1
+      rc=$?
+      echo -e "$fx\t$size\t$li\t$rc\t$(( $(date +%s) - start ))\t$(grep -m1 'median ratio' "$log" | sed 's/.*median ratio/ratio/')" |
+        tee -a "$R/sweep.tsv"
+    done
+  done
+done
