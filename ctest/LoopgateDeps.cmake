@@ -1,6 +1,7 @@
-# Third-party dependencies: GoogleTest (+gmock), nlohmann_json, fmt, CLI11. The system packages when present
-# (Debian CPU CI); otherwise LOOPGATE_VENDOR_DIR (a folder holding include/{nlohmann,CLI,fmt} and the
-# googletest sources in googletest/), for GPU runners whose image lacks them.
+# Third-party dependencies: GoogleTest (+gmock), nlohmann_json, fmt, CLI11, Google Benchmark (optional). The
+# system packages when present (Debian CPU CI); otherwise LOOPGATE_VENDOR_DIR (a folder holding
+# include/{nlohmann,CLI,fmt}, the googletest sources in googletest/ and a prebuilt benchmark/{include,lib}), for GPU
+# runners whose image lacks them.
 #
 # fmt on the GPU tier: torch >= 2.11 puts its own fmt (v12) headers on the include path ahead of the system's,
 # so code compiled against them must not link the system libfmt (another major version). LOOPGATE_CUDA builds
@@ -57,4 +58,23 @@ if(NOT TARGET CLI11::CLI11)
     add_library(CLI11::CLI11 INTERFACE IMPORTED GLOBAL)
     set_target_properties(CLI11::CLI11 PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_cli_inc}")
   endif()
+endif()
+
+# Google Benchmark (suites/bench): the system's, else a prebuilt copy in LOOPGATE_VENDOR_DIR/benchmark — Debian's
+# headers and shared library (docs/bench.md, "Vendored Google Benchmark"), found at run time through the build
+# tree's rpath. Neither: suites/bench is not built.
+find_package(benchmark QUIET)
+if(NOT TARGET benchmark::benchmark AND LOOPGATE_VENDOR_DIR)
+  set(_bm ${LOOPGATE_VENDOR_DIR}/benchmark)
+  file(GLOB _bm_libs ${_bm}/lib/libbenchmark.so.*)
+  if(EXISTS ${_bm}/include/benchmark/benchmark.h AND _bm_libs)
+    list(GET _bm_libs 0 _bm_lib)  # stored under its soname (libbenchmark.so.1debian): what the binary will ask for
+    add_library(benchmark::benchmark SHARED IMPORTED GLOBAL)
+    set_target_properties(benchmark::benchmark PROPERTIES IMPORTED_LOCATION ${_bm_lib}
+                          INTERFACE_INCLUDE_DIRECTORIES ${_bm}/include)
+    message(STATUS "loopgate: Google Benchmark from ${_bm_lib}")
+  endif()
+endif()
+if(NOT TARGET benchmark::benchmark)
+  message(STATUS "loopgate: no Google Benchmark (libbenchmark-dev or LOOPGATE_VENDOR_DIR/benchmark): suites/bench not built")
 endif()
