@@ -229,6 +229,8 @@ TEST(NanDetection, ZerosyncAbortsAtTheNextLogPointWithEveryStepSinceTheFaultMask
   EXPECT_EQ(b.local.exit_code, kExitCodeFailedOnResultValidation);
   EXPECT_EQ(z.local.exit_code, kExitCodeFailedOnResultValidation) << "rank " << world_rank();
   EXPECT_EQ(z.local.iterations_past_fault, log_point - fault) << "rank " << world_rank();
+  EXPECT_EQ(z.trace.iterations_past_fault, log_point - fault) << "the gathered Trace";
+  EXPECT_EQ(b.trace.iterations_past_fault, 0) << "the baseline aborts at the fault";
   EXPECT_EQ(z.local.iterations_done, fault - 1) << "rank " << world_rank() << ": the steps that took effect";
   for (int rank = 0; rank < world_size(); ++rank) {
     const IterationRecord* before = z.trace.find(fault, rank);

@@ -150,7 +150,11 @@ int cmd_run(const RunOptions& o) {
                   static_cast<long long>(r.graph.captured_at), static_cast<long long>(r.graph.replays),
                   r.graph.error.empty() ? "" : "; ", r.graph.error.c_str());
     if (r.exit_code != 0 && rank == size - 1)
-      std::fprintf(stderr, "loopgate: fault confirmed by the rerun state machine; exiting with code %d\n", r.exit_code);
+      std::fprintf(stderr, "loopgate: fault confirmed by the rerun state machine; exiting with code %d%s\n", r.exit_code,
+                   r.iterations_past_fault > 0
+                       ? fmt::format(" (reported at the log point, {} iteration(s) after the fault; every step since masked)",
+                                     r.iterations_past_fault).c_str()
+                       : "");
     if (r.exited_on_duration && rank == size - 1)
       std::printf("exiting program after --exit-duration-in-mins %.3f at iteration %lld\n",
                   o.config.exit_duration_in_mins, static_cast<long long>(r.iterations_done));

@@ -278,6 +278,7 @@ nlohmann::json to_json(const Trace& t) {
   j["fixture"] = t.fixture;
   j["world"] = t.world;
   j["environment"] = t.environment;
+  if (t.iterations_past_fault > 0) j["iterations_past_fault"] = t.iterations_past_fault;
   j["records"] = nlohmann::json::array();
   for (const auto& r : t.records) j["records"].push_back(to_json(r));
   return j;
@@ -291,6 +292,10 @@ Trace trace_from_json(const nlohmann::json& j) {
   t.fixture = field<std::string>(j, "fixture");
   t.world = field<int>(j, "world");
   t.environment = field<std::map<std::string, std::string>>(j, "environment");
+  if (j.contains("iterations_past_fault")) {
+    t.iterations_past_fault = field<int64_t>(j, "iterations_past_fault");
+    LG_INPUT_CHECK(t.iterations_past_fault >= 0, "trace JSON: iterations_past_fault {} < 0", t.iterations_past_fault);
+  }
   for (const auto& r : field<nlohmann::json>(j, "records")) t.records.push_back(record_from_json(r));
   return t;
 }

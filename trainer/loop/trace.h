@@ -64,6 +64,10 @@ struct Trace {
   int world = 1;
   std::vector<IterationRecord> records;             // any order; find() looks up by (iteration, rank)
   std::map<std::string, std::string> environment;   // BLAS, CPU capability, LibTorch version, compiler, ...
+  // zerosync's abort: the iterations that ran, masked, past the fault before the log point that reported it (0:
+  // none; JSON "iterations_past_fault", written only when > 0). A run outcome, not a logged value: traces_equal
+  // leaves it out, the nan_detection gate checks it.
+  int64_t iterations_past_fault = 0;
 
   const IterationRecord* find(int64_t iteration, int rank) const;
   std::vector<int64_t> iterations() const;  // sorted, unique

@@ -486,6 +486,7 @@ void abort_on_device(Loop& L, IterationRecord& rec, const LogOutputs& log) {
   L.result.exit_code =
       L.cfg.rerun.mode == RerunMode::kDisabled ? kExitCodeUncaughtError : L.cfg.rerun.abort_exit_code;
   L.result.iterations_past_fault = rec.iteration - log.fault_iteration;
+  L.result.trace.iterations_past_fault = L.result.iterations_past_fault;  // the Trace says it too
   L.ended = true;
 }
 
