@@ -9,6 +9,7 @@
 #include "trainer/instrument/ledger.h"
 #if LOOPGATE_HAS_CUDA
 #include "trainer/instrument/cupti_counter.h"
+#include "trainer/instrument/device_cuda.h"
 #endif
 
 namespace loopgate {
@@ -135,7 +136,11 @@ void profile_end_window() {
 
 void profile_stop() {
 #if LOOPGATE_HAS_CUDA
-  if (gpu_flags().profile) CuptiSyncCounter::instance().stop_profile();
+  if (!gpu_flags().profile) return;
+  CuptiSyncCounter& c = CuptiSyncCounter::instance();
+  c.end_profile_window();  // before the drain below, which is no iteration's
+  if (c.profiling()) cuda_device_synchronize();  // every record complete: the stop's forced flush keeps them all
+  c.stop_profile();
 #endif
 }
 
