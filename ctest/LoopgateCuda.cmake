@@ -11,7 +11,8 @@ set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)  # never both the static and the shared C
 find_package(CUDAToolkit QUIET)
 
 set(LOOPGATE_CUPTI_SOURCES ${PROJECT_SOURCE_DIR}/trainer/instrument/cupti_core.cpp
-                           ${PROJECT_SOURCE_DIR}/trainer/instrument/cupti_counter.cpp)
+                           ${PROJECT_SOURCE_DIR}/trainer/instrument/cupti_counter.cpp
+                           ${PROJECT_SOURCE_DIR}/trainer/instrument/cupti_profile.cpp)
 
 if(LOOPGATE_CUDA AND NOT CUDAToolkit_FOUND)
   message(FATAL_ERROR "loopgate: LOOPGATE_CUDA=ON but no CUDA toolkit found (set CUDAToolkit_ROOT)")

@@ -77,6 +77,8 @@ row 0 "--cuda-graph 'whole': must be iteration" run --cuda-graph whole
 row 0 "--cuda-graph iteration: needs --device cuda" ab --arms baseline,zerosync --cuda-graph iteration
 row 0 "--device cuda: this loopgate was built without the GPU tier" run --device cuda  # the CPU build (label cpu)
 row 0 "--cupti needs --device cuda" run --cupti
+row 0 "--profile needs --device cuda" run --profile
+row 0 "--profile needs --device cuda" run --device cpu --profile --arm syncfree
 
 # ---- loopgate run: output paths (checked before any work; every rank agrees) ----
 row 0 "--trace $WORK: is a directory" run --trace "$WORK"
@@ -117,6 +119,8 @@ row 0 "--alpha 2: must be in (0, 1)" ab "$EX/baseline_run1.log" "$EX/candidate_r
 row 0 "--window -1: must be >= 0" ab "$EX/baseline_run1.log" "$EX/candidate_run1.log" --window -1
 row 0 "--time-source 'clock': must be auto, timestamps or elapsed" ab "$EX/baseline_run1.log" "$EX/candidate_run1.log" --time-source clock
 row 0 "--json $WORK: is a directory" ab "$EX/baseline_run1.log" "$EX/candidate_run1.log" --json "$WORK"
+row 0 "--profile needs --device cuda" ab --arms baseline,syncfree --profile
+row 0 "--profile: ab profiles the device only in-process" ab "$EX/baseline_run1.log" "$EX/candidate_run1.log" --profile
 
 # ---- loopgate compare ----
 row 0 "--b $WORK/none.log: cannot read the file" compare --a "$EX/baseline_run1.log" --b "$WORK/none.log" --json "$WORK/cmp.json"

@@ -2,12 +2,18 @@
 // queued device work (STYLE.md §10: make ordering bugs loud), is counted where the ledger says it happened —
 // ledger.read = 1 synchronize, ledger.device_scalar = 1 synchronize, at::full = 0 — and a non_blocking copy
 // into PAGEABLE memory is caught as a hidden stall: no synchronize call, but a pageable async copy that blocked
-// the host. Skips (does not fail) when CUPTI cannot subscribe (another profiler holds it) or no GPU is found.
+// the host. Profile mode (docs/profile.md): device idle after a host sync is sync-starved, idle while the host
+// merely dawdles is other idle. Skips (does not fail) when CUPTI cannot subscribe (another profiler holds it) or
+// no GPU is found.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
 
 #include "trainer/common/error.h"
 #include "trainer/instrument/cupti_counter.h"
@@ -140,6 +146,74 @@ TEST_F(CuptiCounterTest, KernelLaunchesOnePerKernelAndAGraphReplayIsOneGraphLaun
 TEST_F(CuptiCounterTest, SecondSubscriberIsRefusedWithAReason) {
   // The counter is the process's one subscriber; starting it again is a no-op, not a second subscription.
   EXPECT_TRUE(CuptiSyncCounter::instance().start());
+}
+
+// ---- profile mode: launch starvation (trainer/instrument/starvation.h) ----
+
+// Profile mode on for each test; iteration 0's window runs from the test's set_current_iteration(0) to its
+// end_profile_window. The tensors and the kernels the tests launch are made and loaded before profiling starts.
+class CuptiProfileTest : public CuptiCounterTest {
+ protected:
+  void SetUp() override {
+    CuptiCounterTest::SetUp();
+    if (IsSkipped()) return;
+    scratch_ = at::zeros({1024}, cuda(at::kFloat));
+    scratch_.add_(1.0);  // loads add_'s kernel now (lazy loading would stall the host inside the window)
+    cuda_device_synchronize();
+    CuptiSyncCounter& c = CuptiSyncCounter::instance();
+    c.reset();
+    if (!c.start_profile()) GTEST_SKIP() << "CUPTI profile mode unavailable: " << c.why();
+  }
+  void TearDown() override {
+    CuptiSyncCounter::instance().stop_profile();
+    CuptiCounterTest::TearDown();
+  }
+  // Iteration 0's row, the whole table in *table for messages.
+  static StarvationRow row_zero(std::string* table) {
+    const DeviceProfile p = CuptiSyncCounter::instance().profile();
+    EXPECT_EQ(p.dropped_records, 0);
+    const std::vector<StarvationRow> rows = analyze_starvation(p);
+    *table = format_starvation_table(rows, "profile: " + std::to_string(p.intervals.size()) + " device intervals, " +
+                                               std::to_string(p.syncs.size()) + " host syncs");
+    for (const StarvationRow& r : rows)
+      if (r.iteration == 0) return r;
+    ADD_FAILURE() << "no window for iteration 0\n" << *table;
+    return {};
+  }
+  at::Tensor scratch_;
+};
+
+TEST_F(CuptiProfileTest, IdleAfterAHostSyncIsSyncStarved) {
+  set_current_iteration(0);
+  queue_work(2);
+  cuda_device_synchronize();                                  // the host waits until the device drains...
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // ...then is slow to launch: the device starves
+  scratch_.add_(1.0);
+  cuda_device_synchronize();
+  CuptiSyncCounter::instance().end_profile_window();
+  std::string table;
+  const StarvationRow r = row_zero(&table);
+  EXPECT_GE(r.sync_starved_ms, 4.5) << "5 ms of host sleep after a synchronize\n" << table;
+  EXPECT_GE(r.kernels + r.copies, 3) << "two matmuls and an add\n" << table;
+  EXPECT_GE(r.syncs, 2) << table;
+  EXPECT_GT(r.busy_ms, 0.0) << table;
+  EXPECT_NEAR(r.busy_ms + r.sync_starved_ms + r.other_idle_ms, r.window_ms, 1e-6) << table;
+  std::printf("%s", table.c_str());
+}
+
+TEST_F(CuptiProfileTest, IdleWithoutASyncIsOtherIdle) {
+  set_current_iteration(0);
+  scratch_.add_(1.0);                                         // microseconds of work, then the device idles
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the host dawdles without waiting on the device
+  scratch_.add_(1.0);
+  cuda_device_synchronize();
+  CuptiSyncCounter::instance().end_profile_window();
+  std::string table;
+  const StarvationRow r = row_zero(&table);
+  EXPECT_GE(r.other_idle_ms, 4.5) << "5 ms of host sleep with no sync before it\n" << table;
+  EXPECT_LT(r.sync_starved_ms, 0.5) << "only the moments after the final synchronize returns\n" << table;
+  EXPECT_GE(r.kernels, 2) << table;
+  std::printf("%s", table.c_str());
 }
 
 TEST(CudaEventSource, IntervalsAreOrderedAndPositive) {

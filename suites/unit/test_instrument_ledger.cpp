@@ -105,6 +105,26 @@ TEST(Ledger, NamesTheCurrentSiteForTheWatchdog) {
   EXPECT_STREQ(current_site(), "loss_accum_seed");
 }
 
+// The CUPTI counter's profile mode timestamps iteration boundaries through this observer (docs/profile.md).
+std::vector<long long>& observed_iterations() {
+  static std::vector<long long> seen;
+  return seen;
+}
+
+TEST(Ledger, BeginIterationCallsTheIterationObserver) {
+  observed_iterations().clear();
+  set_iteration_observer([](long long iteration) { observed_iterations().push_back(iteration); });
+  Ledger ledger;
+  ledger.begin_iteration(4);
+  ledger.begin_iteration(5);
+  set_current_iteration(-1);
+  set_iteration_observer(nullptr);
+  ledger.begin_iteration(6);  // no observer: nothing seen
+  set_current_iteration(0);
+  EXPECT_EQ(observed_iterations(), (std::vector<long long>{4, 5, -1 + wrong()}));
+  EXPECT_EQ(current_iteration(), 0);
+}
+
 TEST(Ledger, ResetForgetsEverything) {
   Ledger ledger;
   ledger.begin_iteration(3);

@@ -4,7 +4,8 @@
 // iteration from host timestamps taken with the device drained and every rank at a barrier. Sound only because
 // the arms are bit-identical: afterwards a single-arm run of A over the same iterations must log the same values
 // at every log point on every rank (checked; exit 1 when not). Statistics: fixtures/stats.h, printed like the
-// file mode (tools/loopgate/ab.h).
+// file mode (tools/loopgate/ab.h). With --profile (GPU): each arm's device idle and sync-starved time per
+// iteration from CUPTI activity records (docs/profile.md), its A-B delta printed next to the step-time delta.
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -16,6 +17,7 @@
 #include "fixtures/stats.h"
 #include "tools/loopgate/ab.h"
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/gpu.h"
 #include "tools/loopgate/validate.h"
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
@@ -49,6 +51,82 @@ RunConfig phase_config(const AbPhaseOptions& o) {
   c.param_checksums = false;  // timing runs measure the loop, not the Trace's diagnostics
   c.count_launches = false;
   return c;
+}
+
+// ---- --profile: per arm, the median over its measured phases of each phase's mean ms per iteration ----
+
+struct ArmProfile {
+  std::string arm;
+  double step_ms = 0;  // the phases' ms/iteration (host timestamps, device drained), as the report's median
+  StarvationRow device;  // window, busy, idle, sync-starved, other idle (kernels, copies, syncs per iteration)
+  size_t phases = 0;
+};
+
+double median(const std::vector<double>& v) { return v.empty() ? 0.0 : median_of(v); }
+
+ArmProfile arm_profile(const std::string& arm, const std::vector<PhaseRecord>& phases,
+                       const std::vector<StarvationRow>& rows) {
+  ArmProfile out;
+  out.arm = arm;
+  std::vector<double> step, window, busy, idle, starved, other, kernels, copies, syncs;
+  for (const PhaseRecord& p : phases) {
+    if (p.warmup || p.arm != arm) continue;
+    std::vector<StarvationRow> in_phase;
+    for (const StarvationRow& r : rows)
+      if (r.iteration >= p.first_iteration && r.iteration < p.first_iteration + p.iterations) in_phase.push_back(r);
+    if (in_phase.empty()) continue;
+    const StarvationRow m = summarize_starvation(in_phase).mean;
+    step.push_back(p.ms_per_iteration);
+    window.push_back(m.window_ms);
+    busy.push_back(m.busy_ms);
+    idle.push_back(m.idle_ms);
+    starved.push_back(m.sync_starved_ms);
+    other.push_back(m.other_idle_ms);
+    kernels.push_back(static_cast<double>(m.kernels));
+    copies.push_back(static_cast<double>(m.copies));
+    syncs.push_back(static_cast<double>(m.syncs));
+  }
+  out.phases = step.size();
+  out.step_ms = median(step);
+  out.device.window_ms = median(window);
+  out.device.busy_ms = median(busy);
+  out.device.idle_ms = median(idle);
+  out.device.sync_starved_ms = median(starved);
+  out.device.other_idle_ms = median(other);
+  out.device.kernels = static_cast<int64_t>(median(kernels));
+  out.device.copies = static_cast<int64_t>(median(copies));
+  out.device.syncs = static_cast<int64_t>(median(syncs));
+  return out;
+}
+
+void print_arm_profiles(const ArmProfile& a, const ArmProfile& b, int64_t dropped) {
+  std::printf("\ndevice profile, rank 0 (CUPTI activity; docs/profile.md): per arm, the median over its measured "
+              "phases of each phase's mean per iteration\n");
+  std::printf("%-5s %-12s %7s %10s %10s %10s %10s %13s %11s %8s %6s\n", "side", "arm", "phases", "step-ms",
+              "window-ms", "busy-ms", "idle-ms", "sync-starved", "other-idle", "kernels", "syncs");
+  for (const ArmProfile* p : {&a, &b})
+    std::printf("%-5s %-12s %7zu %10.3f %10.3f %10.3f %10.3f %13.3f %11.3f %8lld %6lld\n", p == &a ? "A" : "B",
+                p->arm.c_str(), p->phases, p->step_ms, p->device.window_ms, p->device.busy_ms, p->device.idle_ms,
+                p->device.sync_starved_ms, p->device.other_idle_ms, static_cast<long long>(p->device.kernels),
+                static_cast<long long>(p->device.syncs));
+  std::printf("A - B: step time %+.3f ms/iteration, sync-starved %+.3f ms/iteration, idle %+.3f ms/iteration "
+              "(removing host syncs should shrink sync-starved idle by about the step delta)\n",
+              a.step_ms - b.step_ms, a.device.sync_starved_ms - b.device.sync_starved_ms,
+              a.device.idle_ms - b.device.idle_ms);
+  if (dropped > 0)
+    std::printf("WARNING: CUPTI dropped %lld activity record(s): busy time is a lower bound\n",
+                static_cast<long long>(dropped));
+}
+
+nlohmann::json arm_profile_json(const ArmProfile& p) {
+  return {{"arm", p.arm},
+          {"phases", p.phases},
+          {"step_ms", p.step_ms},
+          {"window_ms", p.device.window_ms},
+          {"busy_ms", p.device.busy_ms},
+          {"idle_ms", p.device.idle_ms},
+          {"sync_starved_ms", p.device.sync_starved_ms},
+          {"other_idle_ms", p.device.other_idle_ms}};
 }
 
 // A's single-arm run, and the alternating run, log the same values at every log point on every rank.
@@ -97,6 +175,7 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
     sa.notes = {"the arms alternate in one process over one model and data stream (A B A B ...); each phase's time "
                 "is taken with the device drained and every rank at a barrier"};
     Trace alternating;
+    const bool profiling = profile_start_if_asked(rank);
     {
       TrainSession session(g.config, a, g.groups, rank);
       for (int p = 0; p < 2 * o.phases; ++p) {
@@ -104,6 +183,7 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
         const int64_t first = session.iterations_done() + 1;
         const double t0 = drained_now();
         session.run(arm, o.phase_iters);
+        profile_end_window();  // the drain and the next arm's set-up belong to no iteration
         const double t1 = drained_now();
         const double ms = (t1 - t0) * 1000.0 / static_cast<double>(o.phase_iters);
         const bool warmup = p < 2;
@@ -119,6 +199,8 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
       RunResult r = session.finish();
       alternating = gather_trace(r, MPI_COMM_WORLD);
     }
+    profile_stop();  // before the identity run, whose iterations would repeat these numbers
+    const ProfileReport profile = profiling ? profile_report() : ProfileReport{};
     const std::vector<Mismatch> m = identity_check(g, a, alternating, rank);
     set_run_device(c10::Device(c10::kCPU));
     if (rank == 0) {
@@ -138,6 +220,12 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
                   m.empty() ? "the alternating run logged the same values as A alone at every log point, every rank"
                             : ("DIFFERS from A alone: the arms are not bit-identical, so this comparison is void\n" +
                                describe(m, o.arm_a + " alone", "alternating")).c_str());
+      ArmProfile pa, pb;
+      if (profile.available) {
+        pa = arm_profile(o.arm_a, phases, profile.rows);
+        pb = arm_profile(o.arm_b, phases, profile.rows);
+        print_arm_profiles(pa, pb, profile.dropped_records);
+      }
       if (!o.json_path.empty()) {
         nlohmann::json j = ab_report_json(sa, sb, s);
         j["mode"] = "phases";
@@ -147,6 +235,13 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
           j["phases"].push_back({{"phase", p.phase}, {"arm", p.arm}, {"first_iteration", p.first_iteration},
                                  {"iterations", p.iterations}, {"ms_per_iteration", p.ms_per_iteration},
                                  {"warmup", p.warmup}});
+        if (profile.available)
+          j["profile"] = {{"rank", 0},
+                          {"a", arm_profile_json(pa)},
+                          {"b", arm_profile_json(pb)},
+                          {"step_delta_ms", pa.step_ms - pb.step_ms},
+                          {"sync_starved_delta_ms", pa.device.sync_starved_ms - pb.device.sync_starved_ms},
+                          {"dropped_records", profile.dropped_records}};
         std::ofstream(o.json_path) << j.dump(1) << "\n";
       }
       std::fflush(stdout);

@@ -9,6 +9,7 @@
 #include "trainer/instrument/ledger.h"
 #if LOOPGATE_HAS_CUDA
 #include "trainer/instrument/cupti_counter.h"
+#include "trainer/instrument/device_cuda.h"
 #endif
 
 namespace loopgate {
@@ -22,6 +23,9 @@ void add_gpu_flags(CLI::App* run, GpuFlags& f) {
   run->add_option("--device", f.device, "cpu | cuda (cuda: NCCL, one GPU per rank, bf16 params)");
   run->add_option("--params-dtype", f.params_dtype, "fp32 | bf16 (default: fp32 on cpu, bf16 on cuda)");
   run->add_flag("--cupti", f.cupti, "count real host syncs with CUPTI and print them beside the ledger's");
+  run->add_flag("--profile", f.profile,
+                "CUPTI activity records: per iteration device busy, idle and sync-starved ms (idle after a host "
+                "sync until the next device work), table and steady-state median (--device cuda; docs/profile.md)");
   run->add_option("--capture-probe", f.capture_probe,
                   "REGION[@ITER]: capture forward_backward or optimizer of iteration ITER (default 2) into a CUDA "
                   "graph in global capture mode; prints whether it captured or which read broke it");
@@ -37,6 +41,7 @@ void apply_gpu_flags(const GpuFlags& f, RunConfig& c) {
   LG_INPUT_CHECK(dtype == "fp32" || dtype == "bf16", "--params-dtype '{}': must be fp32 or bf16", dtype);
   c.model.dtype = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
   LG_INPUT_CHECK(!f.cupti || f.device == "cuda", "--cupti needs --device cuda");
+  LG_INPUT_CHECK(!f.profile || f.device == "cuda", "--profile needs --device cuda (CUPTI activity records)");
   if (!f.cuda_graph.empty()) {
     LG_INPUT_CHECK(f.cuda_graph == "iteration", "--cuda-graph '{}': must be iteration", f.cuda_graph);
     LG_INPUT_CHECK(f.device == "cuda", "--cuda-graph {}: needs --device cuda (CUDA graphs)", f.cuda_graph);
@@ -106,6 +111,66 @@ void cupti_print(const Trace& t, int rank) {
   (void)t;
   (void)rank;
 #endif
+}
+
+// ---- --profile ----
+
+bool profile_start_if_asked(int rank) {
+  if (!gpu_flags().profile) return false;
+#if LOOPGATE_HAS_CUDA
+  CuptiSyncCounter& c = CuptiSyncCounter::instance();
+  set_current_iteration(-1);  // setup is no iteration's window
+  if (c.start() && c.start_profile()) return true;
+  if (rank == 0) std::printf("loopgate: --profile: CUPTI profile unavailable: %s\n", c.why().c_str());
+#else
+  if (rank == 0) std::printf("loopgate: --profile: this loopgate was built without the GPU tier\n");
+#endif
+  return false;
+}
+
+void profile_end_window() {
+#if LOOPGATE_HAS_CUDA
+  if (gpu_flags().profile) CuptiSyncCounter::instance().end_profile_window();
+#endif
+}
+
+void profile_stop() {
+#if LOOPGATE_HAS_CUDA
+  if (!gpu_flags().profile) return;
+  CuptiSyncCounter& c = CuptiSyncCounter::instance();
+  c.end_profile_window();  // before the drain below, which is no iteration's
+  if (c.profiling()) cuda_device_synchronize();  // every record complete: the stop's forced flush keeps them all
+  c.stop_profile();
+#endif
+}
+
+ProfileReport profile_report() {
+  ProfileReport r;
+#if LOOPGATE_HAS_CUDA
+  CuptiSyncCounter& c = CuptiSyncCounter::instance();
+  if (!gpu_flags().profile || !c.active()) return r;
+  const DeviceProfile p = by_megatron_iteration(c.profile());
+  r.available = !p.windows.empty() || !p.intervals.empty();
+  r.rows = analyze_starvation(p);
+  r.dropped_records = p.dropped_records;
+#endif
+  return r;
+}
+
+void profile_print(int rank) {
+  if (!gpu_flags().profile) return;
+  const ProfileReport r = profile_report();
+  if (!r.available) return;
+  std::printf("%s", format_starvation_table(r.rows, "device profile per iteration, rank " + std::to_string(rank) +
+                                                        " (CUPTI activity: kernels, copies, memsets; ms)").c_str());
+  const std::vector<StarvationRow> steady = steady_rows(r.rows);
+  std::printf("%s", format_starvation_summary(summarize_starvation(steady),
+                                              "steady state (the first and the last iteration left out)").c_str());
+  std::printf("sync-starved: device idle that follows a host sync's return until the next device work (from the "
+              "sync's enter when the device drained later); other idle: the rest (docs/profile.md)\n");
+  if (r.dropped_records > 0)
+    std::printf("WARNING: CUPTI dropped %lld activity record(s): busy time is a lower bound\n",
+                static_cast<long long>(r.dropped_records));
 }
 
 }  // namespace loopgate

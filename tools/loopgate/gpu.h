@@ -1,10 +1,13 @@
 // The GPU tier's flags of `loopgate run` and its CUPTI report (kept apart from main.cpp / run.cpp, which call
 // these hooks): --device cpu|cuda (cuda: NCCL groups, this rank's GPU, bf16 params), --params-dtype, and
 // --cupti (the in-process CUPTI sync counter; its per-site per-iteration table printed beside the ledger's),
-// --capture-probe (one region of one iteration captured into a CUDA graph; the verdict printed per rank).
+// --capture-probe (one region of one iteration captured into a CUDA graph; the verdict printed per rank),
+// --profile (the counter's profile mode: per iteration device busy, idle and sync-starved time; docs/profile.md).
 #pragma once
 #include <string>
+#include <vector>
 
+#include "trainer/instrument/starvation.h"
 #include "trainer/loop/train.h"
 
 namespace CLI {
@@ -17,6 +20,7 @@ struct GpuFlags {
   std::string device = "cpu";
   std::string params_dtype;  // fp32 | bf16; default fp32 on cpu, bf16 on cuda
   bool cupti = false;
+  bool profile = false;       // CUPTI activity records -> launch starvation per iteration (--device cuda)
   std::string capture_probe;  // REGION[@ITERATION]: CUDA-graph capture probe (trainer/instrument/capture.h)
   std::string cuda_graph;     // "iteration": replay non-log iterations of a zero-read arm as one CUDA graph
 };
@@ -30,5 +34,20 @@ void apply_gpu_flags(const GpuFlags& flags, RunConfig& config);  // InputError o
 void cupti_start_if_asked(int rank);
 void cupti_stop();
 void cupti_print(const Trace& trace, int rank);
+
+// --profile: start before the run (true when profiling; otherwise a one-line note on rank 0), end the open
+// iteration window where an A/B phase ends, stop after the run. The report is this rank's, rows keyed by
+// Megatron's iteration; empty when not profiling.
+bool profile_start_if_asked(int rank);
+void profile_end_window();
+void profile_stop();
+struct ProfileReport {
+  bool available = false;
+  std::vector<StarvationRow> rows;
+  int64_t dropped_records = 0;
+};
+ProfileReport profile_report();
+// The per-iteration table and the steady-state summary (the first and the last iteration left out).
+void profile_print(int rank);
 
 }  // namespace loopgate

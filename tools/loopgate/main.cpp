@@ -212,6 +212,8 @@ int main(int argc, char** argv) {
       if (ab_arms.empty()) {
         LG_INPUT_CHECK(!ab.a.empty() && !ab.b.empty(), "ab: give two run files (loopgate ab A B), or --arms A,B inside "
                                                        "mpirun to alternate two arms in one process");
+        LG_INPUT_CHECK(!gpu_flags().profile, "--profile: ab profiles the device only in-process (--arms A,B "
+                                             "--device cuda inside mpirun), not from run files");
         return cmd_ab(ab);
       }
       LG_INPUT_CHECK(ab_arms.size() == 2, "--arms {}: exactly two arms, A,B", fmt::join(ab_arms, ","));

@@ -131,8 +131,10 @@ int cmd_run(const RunOptions& o) {
         std::fflush(stdout);
       };
     cupti_start_if_asked(rank);
+    profile_start_if_asked(rank);
     RunResult r = run_arm(config, o.arm, MPI_COMM_WORLD);
     cupti_stop();
+    profile_stop();
     Trace t = gather_trace(r, MPI_COMM_WORLD);
     if (rank == 0 && !o.trace_path.empty()) write_trace(t, o.trace_path);
     if (rank == 0 && o.syncs) {
@@ -144,6 +146,7 @@ int cmd_run(const RunOptions& o) {
       if (size > 1) print_sync_table(t, size - 1, o.arm, o.config.fixture, ops, what);
       cupti_print(t, 0);
     }
+    if (rank == 0) profile_print(0);
     if (o.config.capture.enabled()) std::printf("[rank %d] %s\n", rank, describe(r.capture).c_str());
     if (o.config.cuda_graph_iteration)
       std::printf("[rank %d] --cuda-graph iteration: captured at iteration %lld, %lld replay(s)%s%s\n", rank,

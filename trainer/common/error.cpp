@@ -14,6 +14,7 @@ int& world_rank_for_errors() {
 namespace {
 std::atomic<const char*> g_site{"startup"};
 std::atomic<long long> g_iteration{0};
+std::atomic<IterationObserver> g_iteration_observer{nullptr};
 std::atomic<unsigned long long> g_progress{0};
 std::mutex g_mu;  // the scenario name and the abort hooks
 std::string g_scenario;
@@ -30,6 +31,10 @@ long long current_iteration() { return g_iteration.load(std::memory_order_relaxe
 void set_current_iteration(long long iteration) {
   g_iteration.store(iteration, std::memory_order_relaxed);
   note_progress();
+  if (IterationObserver observer = g_iteration_observer.load(std::memory_order_acquire)) observer(iteration);
+}
+void set_iteration_observer(IterationObserver observer) {
+  g_iteration_observer.store(observer, std::memory_order_release);
 }
 
 void note_progress() { g_progress.fetch_add(1, std::memory_order_relaxed); }

@@ -30,6 +30,10 @@ void set_current_site(const char* site);
 // counter reads it (with current_site) to attribute each driver call on the calling thread.
 long long current_iteration();
 void set_current_iteration(long long iteration);
+// One observer of every set_current_iteration, called on the setting thread after the change (null: none). The
+// CUPTI counter's profile mode timestamps iteration boundaries with it, so the loop carries no profiling code.
+using IterationObserver = void (*)(long long iteration);
+void set_iteration_observer(IterationObserver observer);
 
 // Progress: a counter every site change, iteration and collective bumps. The progress watchdog fails a scenario
 // whose rank stops moving (a rank stuck in a collective its peers never join makes none).

@@ -304,6 +304,7 @@ void Engine::on_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
   const double ms = static_cast<double>(t1 - t0) / 1e6;
   t_in_callback = true;
   const CallKind kind = classify_driver_call(cbid, d->functionParams);
+  if (kind != CallKind::kOther) hooks_->on_blocking_call(kind, t1 - t0);
   int64_t iteration = 0;
   std::string site;
   const bool counted = hooks_->attribute(kind, ms, &iteration, &site);

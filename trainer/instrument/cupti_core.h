@@ -38,6 +38,9 @@ class Hooks {
   virtual ~Hooks() = default;
   // `kind` lets the hook spend more (a backtrace) only on calls that matter.
   virtual bool attribute(CallKind kind, double call_ms, int64_t* iteration, std::string* site) = 0;
+  // Every blocking call (kind != kOther) not paused, before attribute(): `call_ns` is its enter -> exit time on
+  // the steady clock. The counter's profile mode places it on CUPTI's clock (starvation.h's HostSyncCall).
+  virtual void on_blocking_call(CallKind /*kind*/, uint64_t /*call_ns*/) {}
   virtual void on_nvtx(CUpti_CallbackId /*cbid*/, const void* /*nvtx_data*/) {}
   virtual void on_profiler(bool /*start*/) {}  // cuProfilerStart / cuProfilerStop
 };

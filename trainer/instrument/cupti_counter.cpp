@@ -1,11 +1,14 @@
 // CuptiSyncCounter: the in-process form. Attribution is the ledger's: (current_iteration(), current_site()),
-// read on the thread that made the driver call (the autograd thread too: the site names are global).
+// read on the thread that made the driver call (the autograd thread too: the site names are global). Profile
+// mode adds the blocking calls' CUPTI-clock times and the iteration windows to the activity recorder's intervals.
 #include "trainer/instrument/cupti_counter.h"
 
 #include <atomic>
+#include <mutex>
 
 #include "trainer/common/error.h"
 #include "trainer/instrument/cupti_core.h"
+#include "trainer/instrument/cupti_profile.h"
 
 namespace loopgate {
 
@@ -19,6 +22,39 @@ struct CuptiSyncCounter::Impl : cupti::Hooks {
     *iteration = pinned >= 0 ? pinned : static_cast<int64_t>(current_iteration());
     *site = current_site();
     return true;
+  }
+
+  // ---- profile mode ----
+  std::atomic<bool> profiling{false};
+  std::mutex profile_mu;
+  std::vector<HostSyncCall> syncs;
+  std::vector<IterationWindow> windows;   // ended
+  IterationWindow open_window{-1, 0, 0};  // iteration < 0: none open
+
+  // The call's exit is now on CUPTI's clock; its enter is that minus its steady-clock length (the engine's own
+  // timing; the two clocks tick alike over a call, and the engine keeps its enter slot for the steady clock).
+  void on_blocking_call(cupti::CallKind, uint64_t call_ns) override {
+    if (!profiling.load(std::memory_order_relaxed)) return;
+    const int64_t exit = cupti::timestamp_ns();
+    std::lock_guard<std::mutex> lock(profile_mu);
+    syncs.push_back({exit - static_cast<int64_t>(call_ns), exit});
+  }
+
+  // An iteration begins (iteration < 0: none does): the open window ends here.
+  void mark(int64_t iteration) {
+    if (!profiling.load(std::memory_order_relaxed)) return;
+    const int64_t now = cupti::timestamp_ns();
+    std::lock_guard<std::mutex> lock(profile_mu);
+    if (iteration >= 0 && iteration == open_window.iteration) return;  // graph_step, then train_step: one window
+    close_window(now);
+    if (iteration >= 0) open_window = {iteration, now, 0};
+  }
+
+  void close_window(int64_t now) {  // under profile_mu
+    if (open_window.iteration < 0) return;
+    open_window.end_ns = now;
+    windows.push_back(open_window);
+    open_window = {-1, 0, 0};
   }
 };
 
@@ -52,7 +88,58 @@ void CuptiSyncCounter::set_paused(bool paused) { impl_->engine.set_paused(paused
 void CuptiSyncCounter::set_slow_call_us(double us) { impl_->engine.set_slow_call_us(us); }
 SyncTable CuptiSyncCounter::table() const { return impl_->engine.table(); }
 std::vector<DriverCallTally> CuptiSyncCounter::driver_calls() const { return impl_->engine.driver_calls(); }
-void CuptiSyncCounter::reset() { impl_->engine.reset(); }
+
+void CuptiSyncCounter::reset() {
+  impl_->engine.reset();
+  cupti::ActivityRecorder::instance().reset();
+  std::lock_guard<std::mutex> lock(impl_->profile_mu);
+  impl_->syncs.clear();
+  impl_->windows.clear();
+  impl_->open_window = {-1, 0, 0};
+}
+
+// ---- profile mode ----
+
+bool CuptiSyncCounter::start_profile() {
+  if (impl_->profiling.load()) return true;
+  if (!active()) {
+    impl_->why = "profile: the sync counter is not running (start() first)";
+    return false;
+  }
+  std::string why;
+  if (!cupti::ActivityRecorder::instance().start(&why)) {
+    impl_->why = "profile: " + why;
+    return false;
+  }
+  impl_->profiling.store(true);
+  // A lambda in a member function may reach impl_; captureless, so it is the plain function pointer error.h keeps.
+  set_iteration_observer([](long long iteration) { instance().impl_->mark(iteration); });
+  return true;
+}
+
+void CuptiSyncCounter::end_profile_window() { impl_->mark(-1); }
+
+void CuptiSyncCounter::stop_profile() {
+  if (!impl_->profiling.load()) return;
+  impl_->mark(-1);
+  impl_->profiling.store(false);
+  set_iteration_observer(nullptr);
+  cupti::ActivityRecorder::instance().stop();
+}
+
+bool CuptiSyncCounter::profiling() const { return impl_->profiling.load(); }
+
+DeviceProfile CuptiSyncCounter::profile() {
+  cupti::ActivityRecorder& recorder = cupti::ActivityRecorder::instance();
+  recorder.flush();
+  DeviceProfile p;
+  p.intervals = recorder.intervals();
+  p.dropped_records = recorder.dropped();
+  std::lock_guard<std::mutex> lock(impl_->profile_mu);
+  p.syncs = impl_->syncs;
+  p.windows = impl_->windows;
+  return p;
+}
 
 SyncTally CuptiSyncCounter::at(int64_t iteration, const std::string& site) const {
   SyncTable t = table();

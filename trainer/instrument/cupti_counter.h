@@ -8,6 +8,8 @@
 // compiled only where the CUDA toolkit is found. One CUPTI subscriber per process: when another tool holds it
 // (the PyTorch profiler, Nsight, our injection library) or no driver is present, start() says so and returns
 // false, and tests skip rather than fail.
+// Profile mode (opt-in, docs/profile.md): CUPTI activity records of kernels, copies and memsets, the CUPTI-clock
+// enter/exit of every blocking call, and iteration windows, for the launch-starvation analysis (starvation.h).
 // Not here: the injection form for unmodified processes (tools/cupti/sync_inject.cpp).
 #pragma once
 #include <cstdint>
@@ -15,6 +17,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "trainer/instrument/starvation.h"
 
 namespace loopgate {
 
@@ -45,6 +49,12 @@ inline SyncTable by_megatron_iteration(const SyncTable& t) {
   SyncTable out;
   for (const auto& [iteration, sites] : t) out[iteration + 1] = sites;
   return out;
+}
+
+// Profile windows key by the ledger's iteration too; re-keyed by Megatron's.
+inline DeviceProfile by_megatron_iteration(DeviceProfile p) {
+  for (IterationWindow& w : p.windows) ++w.iteration;
+  return p;
 }
 
 // One driver function's totals over the whole counted region (diagnostics: which calls blocked).
@@ -79,7 +89,21 @@ class CuptiSyncCounter {
   SyncTable table() const;
   SyncTally at(int64_t iteration, const std::string& site) const;
   std::vector<DriverCallTally> driver_calls() const;  // sorted by total time, largest first
-  void reset();
+  void reset();  // the tables, and the profile's records
+
+  // ---- profile mode: off unless started; the counts above are the same either way ----
+  // Records device intervals (CUPTI activity: CONCURRENT_KERNEL, MEMCPY, MEMSET), the CUPTI-clock enter/exit of
+  // every blocking call (the kinds counted as syncs above: synchronizes, sync memcpys, pageable copies), and
+  // iteration windows: one timestamp at every set_current_iteration (the ledger's begin_iteration), taken through
+  // error.h's iteration observer, so the loop holds no profiling code. A window runs from its iteration's begin
+  // to the next iteration's (a repeated begin of the same iteration, as graph_step's, is one window), or to
+  // end_profile_window / stop_profile. Needs start() first; false with why() when CUPTI refuses.
+  bool start_profile();
+  void end_profile_window();  // the open window ends now (an A/B phase's end; setup that follows is no window)
+  void stop_profile();        // ends the open window, stops the activity records, flushes them
+  bool profiling() const;
+  // Everything recorded so far, after a flush: ended windows only, keyed by the ledger's iteration.
+  DeviceProfile profile();
 
  private:
   CuptiSyncCounter();

@@ -1,0 +1,190 @@
+// Launch starvation (starvation.h): the device timeline merged into busy spans, its idle gaps labelled
+// sync-starved or other on the WHOLE timeline (a gap that starts in one iteration and ends in the next is one
+// gap), then everything clipped to each iteration's window.
+#include "trainer/instrument/starvation.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace loopgate {
+namespace {
+
+constexpr int64_t kMinusInf = std::numeric_limits<int64_t>::min();
+constexpr int64_t kPlusInf = std::numeric_limits<int64_t>::max();
+
+struct Span {
+  int64_t begin, end;  // [begin, end)
+};
+
+double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+// ---- the timeline ----
+
+// The union of the intervals as sorted, disjoint spans (overlapping or touching intervals merge).
+std::vector<Span> busy_spans(const std::vector<DeviceInterval>& intervals) {
+  std::vector<Span> s;
+  for (const DeviceInterval& i : intervals)
+    if (i.end_ns > i.start_ns) s.push_back({i.start_ns, i.end_ns});
+  std::sort(s.begin(), s.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  std::vector<Span> merged;
+  for (const Span& x : s) {
+    if (!merged.empty() && x.begin <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, x.end);
+    } else {
+      merged.push_back(x);
+    }
+  }
+  return merged;
+}
+
+// The idle gaps between busy spans, unbounded before the first and after the last.
+std::vector<Span> idle_gaps(const std::vector<Span>& busy) {
+  std::vector<Span> gaps;
+  int64_t from = kMinusInf;
+  for (const Span& b : busy) {
+    if (b.begin > from) gaps.push_back({from, b.begin});
+    from = b.end;
+  }
+  gaps.push_back({from, kPlusInf});
+  return gaps;
+}
+
+// Of each gap, the part after a host sync: from max(g0, enter) of the earliest-starting sync whose exit lies in
+// the gap, to the gap's end. Sorted and disjoint, as the gaps are.
+std::vector<Span> sync_starved_spans(const std::vector<Span>& gaps, std::vector<HostSyncCall> syncs) {
+  std::sort(syncs.begin(), syncs.end(),
+            [](const HostSyncCall& a, const HostSyncCall& b) { return a.exit_ns < b.exit_ns; });
+  std::vector<Span> starved;
+  auto next = syncs.begin();
+  for (const Span& g : gaps) {
+    while (next != syncs.end() && next->exit_ns < g.begin) ++next;  // exited while the device was busy
+    int64_t from = kPlusInf;
+    for (; next != syncs.end() && next->exit_ns < g.end; ++next)
+      from = std::min(from, std::max(g.begin, next->enter_ns));
+    if (from < g.end) starved.push_back({from, g.end});
+  }
+  return starved;
+}
+
+// Nanoseconds of the sorted, disjoint `spans` inside [begin, end).
+int64_t overlap(const std::vector<Span>& spans, int64_t begin, int64_t end) {
+  auto it = std::upper_bound(spans.begin(), spans.end(), begin, [](int64_t t, const Span& s) { return t < s.end; });
+  int64_t total = 0;
+  for (; it != spans.end() && it->begin < end; ++it) total += std::min(end, it->end) - std::max(begin, it->begin);
+  return total;
+}
+
+// How many of the sorted times lie in [begin, end).
+int64_t starts_in(const std::vector<int64_t>& sorted, int64_t begin, int64_t end) {
+  if (end <= begin) return 0;
+  return std::lower_bound(sorted.begin(), sorted.end(), end) - std::lower_bound(sorted.begin(), sorted.end(), begin);
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+// ---- the analysis ----
+
+std::vector<StarvationRow> analyze_starvation(const std::vector<DeviceInterval>& intervals,
+                                              const std::vector<HostSyncCall>& syncs,
+                                              const std::vector<IterationWindow>& windows) {
+  const std::vector<Span> busy = busy_spans(intervals);
+  const std::vector<Span> starved = sync_starved_spans(idle_gaps(busy), syncs);
+  std::vector<int64_t> kernel_starts, copy_starts, sync_exits;
+  for (const DeviceInterval& i : intervals)
+    (i.kind == DeviceWorkKind::kKernel ? kernel_starts : copy_starts).push_back(i.start_ns);
+  for (const HostSyncCall& s : syncs) sync_exits.push_back(s.exit_ns);
+  for (auto* v : {&kernel_starts, &copy_starts, &sync_exits}) std::sort(v->begin(), v->end());
+  std::vector<StarvationRow> rows;
+  for (const IterationWindow& w : windows) {
+    StarvationRow r;
+    r.iteration = w.iteration;
+    const int64_t length = std::max<int64_t>(0, w.end_ns - w.begin_ns);
+    const int64_t busy_ns = overlap(busy, w.begin_ns, w.end_ns);
+    const int64_t starved_ns = overlap(starved, w.begin_ns, w.end_ns);
+    r.window_ms = ms(length);
+    r.busy_ms = ms(busy_ns);
+    r.idle_ms = ms(length - busy_ns);
+    r.sync_starved_ms = ms(starved_ns);
+    r.other_idle_ms = ms(length - busy_ns - starved_ns);
+    r.kernels = starts_in(kernel_starts, w.begin_ns, w.end_ns);
+    r.copies = starts_in(copy_starts, w.begin_ns, w.end_ns);
+    r.syncs = starts_in(sync_exits, w.begin_ns, w.end_ns);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<StarvationRow> steady_rows(const std::vector<StarvationRow>& rows, size_t skip_first, size_t skip_last) {
+  if (rows.size() <= skip_first + skip_last) return rows;
+  return {rows.begin() + static_cast<std::ptrdiff_t>(skip_first), rows.end() - static_cast<std::ptrdiff_t>(skip_last)};
+}
+
+StarvationSummary summarize_starvation(const std::vector<StarvationRow>& rows) {
+  StarvationSummary s;
+  s.iterations = rows.size();
+  s.median.iteration = s.mean.iteration = static_cast<int64_t>(rows.size());
+  if (rows.empty()) return s;
+  auto both = [&](double StarvationRow::*f) {
+    std::vector<double> v;
+    double sum = 0;
+    for (const StarvationRow& r : rows) {
+      v.push_back(r.*f);
+      sum += r.*f;
+    }
+    s.median.*f = median_of(v);
+    s.mean.*f = sum / static_cast<double>(rows.size());
+  };
+  for (double StarvationRow::*f : {&StarvationRow::window_ms, &StarvationRow::busy_ms, &StarvationRow::idle_ms,
+                                   &StarvationRow::sync_starved_ms, &StarvationRow::other_idle_ms})
+    both(f);
+  auto counts = [&](int64_t StarvationRow::*f) {
+    std::vector<double> v;
+    int64_t sum = 0;
+    for (const StarvationRow& r : rows) {
+      v.push_back(static_cast<double>(r.*f));
+      sum += r.*f;
+    }
+    s.median.*f = static_cast<int64_t>(median_of(v));
+    s.mean.*f = sum / static_cast<int64_t>(rows.size());
+  };
+  for (int64_t StarvationRow::*f : {&StarvationRow::kernels, &StarvationRow::copies, &StarvationRow::syncs}) counts(f);
+  return s;
+}
+
+// ---- text ----
+
+namespace {
+std::string header() {
+  return fmt::format("{:>9} {:>10} {:>10} {:>10} {:>13} {:>11} {:>8} {:>7} {:>6}\n", "iteration", "window-ms",
+                     "busy-ms", "idle-ms", "sync-starved", "other-idle", "kernels", "copies", "syncs");
+}
+std::string line(const std::string& first, const StarvationRow& r) {
+  return fmt::format("{:>9} {:>10.3f} {:>10.3f} {:>10.3f} {:>13.3f} {:>11.3f} {:>8} {:>7} {:>6}\n", first, r.window_ms,
+                     r.busy_ms, r.idle_ms, r.sync_starved_ms, r.other_idle_ms, r.kernels, r.copies, r.syncs);
+}
+}  // namespace
+
+std::string format_starvation_table(const std::vector<StarvationRow>& rows, const std::string& title, size_t max_rows) {
+  std::string out = title + "\n" + header();
+  for (size_t i = 0; i < rows.size() && i < max_rows; ++i) out += line(std::to_string(rows[i].iteration), rows[i]);
+  if (rows.size() > max_rows) out += fmt::format("{:>9} ({} more)\n", "...", rows.size() - max_rows);
+  return out;
+}
+
+std::string format_starvation_summary(const StarvationSummary& s, const std::string& label) {
+  std::string out = fmt::format("{} over {} iteration(s), ms per iteration:\n", label, s.iterations) + header();
+  out += line("median", s.median);
+  out += line("mean", s.mean);
+  return out;
+}
+
+}  // namespace loopgate
