@@ -2,7 +2,8 @@
 // golden/sync_budgets.json for every arm: per fixture, per scenario (log interval 1 = the shared clean run;
 // log interval 3 with the exit-duration vote live, shared with logging_exit), per iteration category (first_iteration, log, nonlog),
 // per site; a site absent from the budget allows 0. An arm golden/ does not record (a registered arm) is held to
-// the baseline's budget in total per iteration instead: it may move reads between sites, not add any. And the table has the seed's shape, checked from the
+// the recorded arm with the same sync policies, site by site, else to the baseline's budget in total per iteration
+// (it may move reads between sites, not add any). And the table has the seed's shape, checked from the
 // counts themselves (not from the budget file): the baseline reads every site every iteration; each
 // syncfree-k reads none of its first k commits' sites and exactly the baseline's count of the later commits'
 // sites; syncfree keeps only rerun_decision, update_successful and batched_log_read (the latter at log

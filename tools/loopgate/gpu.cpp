@@ -27,7 +27,7 @@ void add_gpu_flags(CLI::App* run, GpuFlags& f) {
                 "CUPTI activity records: per iteration device busy, idle and sync-starved ms (idle after a host "
                 "sync until the next device work), table and steady-state median (--device cuda; docs/profile.md)");
   run->add_option("--capture-probe", f.capture_probe,
-                  "REGION[@ITER]: capture forward_backward or optimizer of iteration ITER (default 2) into a CUDA "
+                  "REGION[@ITER]: capture forward_backward, optimizer or training_log of iteration ITER (default 2) into a CUDA "
                   "graph in global capture mode; prints whether it captured or which read broke it");
   run->add_option("--cuda-graph", f.cuda_graph,
                   "iteration: capture one non-log iteration of an arm that reads nothing between log points "

@@ -112,8 +112,8 @@ const std::vector<HostReadAllowance> kAllowlist = {
      "implements the CUDA event source (cudaEventSynchronize) and the device synchronize behind the baseline's "
      "HostTimer (counted at Site::kTimers by its caller)"},
     {"instrument/capture_cuda.cpp", {"'cudaStreamSynchronize'"},
-     "the CUDA-graph capture probe: synchronizes its own stream after the probed run, outside any counted "
-     "iteration"},
+     "the CUDA-graph capture probe and the iteration graph: each synchronizes its own capture stream after a "
+     "capture, a reset or at destruction, outside any counted iteration"},
     {"parallel/comm_mpi.cpp", {"'data_ptr'"},
      "the MPI backend hands tensor memory to MPI: a pointer, not a read; MPI runs on the CPU device, whose memory "
      "is the host's"},
