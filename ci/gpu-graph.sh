@@ -20,14 +20,14 @@ B=build/gpu
 LG=$B/tools/loopgate
 source ci/gpu-select.sh
 ngpu="$(lg_gpu_count)"
-steps="${STEPS:-unit graph launches cupti live bad ab}"
+steps="${STEPS:-unit graph launches cupti live profile bench bad ab}"
 
 if [ "${BUILD:-0}" = 1 ]; then
   export LOOPGATE_TORCH_PREFIX="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
   extra=(-DLOOPGATE_TORCH_NCCL_DIR="$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])')")
   [ -n "${LOOPGATE_VENDOR_DIR:-}" ] && extra+=(-DLOOPGATE_VENDOR_DIR="$LOOPGATE_VENDOR_DIR")
   cmake --preset gpu "${extra[@]}" > "$R/configure.log" 2>&1 || { tail -40 "$R/configure.log"; exit 1; }
-  { time ninja -C $B -j "$(nproc)" loopgate loopgate_gates loopgate_gpu_loop loopgate_gpu_unit; } > "$R/build.log" 2>&1 ||
+  { time ninja -C $B -j "$(nproc)" loopgate loopgate_gates loopgate_gpu_loop loopgate_gpu_unit loopgate_bench; } > "$R/build.log" 2>&1 ||
     { grep -E 'error' -A3 "$R/build.log" | head -60; exit 1; }
   tail -3 "$R/build.log"
 fi
@@ -112,6 +112,24 @@ if has live; then
   done
   step timers_gate_single 300 mpirun -np 1 $B/suites/loopgate_gates --lg_fixture=single --lg_device=cuda \
     --lg_timeout=240 '--gtest_filter=*Timer*'
+fi
+
+if has profile; then
+  # Launch starvation (docs/profile.md): the CUPTI activity tests, one profiled run, one profiled ab.
+  step profile_unit 120 mpirun -np 1 $B/suites/gpu/loopgate_gpu_unit '--gtest_filter=CuptiProfileTest.*:CuptiCounterTest.*'
+  step profile_run 120 mpirun -np 1 $LG run --fixture single --arm baseline --device cuda --profile --iters 20 --quiet
+  step profile_ab 300 mpirun -np 1 $LG ab --arms baseline,syncfree --fixture single --device cuda --profile --phases 6 \
+    --phase-iters 10 --log-interval 1
+  tail -12 "$R/profile_run.log"; grep -vE '^ *\[|^\s*$' "$R/profile_ab.log" | tail -22
+fi
+
+if has bench; then
+  # Google Benchmark over the loop (docs/bench.md): every arm on the launch-bound and balanced configs, and the
+  # seed's host-cost microbenchmark; JSON kept.
+  step bench_single 300 mpirun -np 1 $B/suites/bench/loopgate_bench --device cuda --configs launch-bound,balanced \
+    --benchmark_out="$R/bench_single.json" --benchmark_out_format=json
+  step bench_host_form 120 mpirun -np 1 $B/suites/bench/loopgate_bench --device cuda --benchmark_filter='^host_form/'
+  grep -E '^(step|host_form)/' "$R/bench_single.log" "$R/bench_host_form.log" | head -40
 fi
 
 if has bad; then

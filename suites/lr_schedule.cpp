@@ -13,7 +13,7 @@
 // The per-style cases run on the single fixture (the same scheduler and loop code everywhere; the layout only
 // sets the global batch, and golden is computed per global batch). Every fixture runs the cross-arm sequence
 // with skipped steps: 200 iterations (dp64, 64 ranks on 2 cores: 8 iterations against the golden prefix, the
-// skip at 4 included), for gate_arms() (scenarios.h: on 8 and 64 ranks the seed's intermediate commits run
+// skip at 4 included; pp2tp2dp2: 104, both skips), for gate_arms() (scenarios.h: on 8 and 64 ranks the seed's intermediate commits run
 // equivalence and sync_budget only). What ran is printed in the test output.
 // Power: defect-lr-on-skip (the scheduler advances on a skipped step) is rejected.
 // Also here: GoldenValues — the fixture's baseline against golden/<fixture>/golden_values_cpu.json (exact bits
@@ -22,6 +22,8 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "fixtures/compare.h"
 #include "fixtures/golden.h"
@@ -32,7 +34,12 @@ namespace loopgate {
 namespace {
 
 bool on_dp64() { return gate_fixture() == "dp64"; }
-int64_t lr_iters() { return on_dp64() ? 8 : gate_iters(kLrIterations); }
+// dp64: 8 iterations against the golden prefix (the skip at 4 included); pp2tp2dp2 (8 ranks): 104 (both skips, 4
+// and 100); the 1-2 rank fixtures: all 200.
+int64_t lr_iters() {
+  if (on_dp64()) return 8;
+  return world_size() > 2 ? std::min<int64_t>(104, gate_iters(kLrIterations)) : gate_iters(kLrIterations);
+}
 std::string golden_dir() { return harness_arg("golden_dir", default_golden_dir()); }
 const LrCase& skip_case() { return find_lr_case("cosine-skipped-steps"); }
 bool every_style_here() { return gate_fixture() == "single"; }
