@@ -44,6 +44,10 @@ void apply_gpu_flags(const GpuFlags& f, RunConfig& c) {
   LG_INPUT_CHECK(!f.profile || f.device == "cuda", "--profile needs --device cuda (CUPTI activity records)");
   if (!f.cuda_graph.empty()) {
     LG_INPUT_CHECK(f.cuda_graph == "iteration", "--cuda-graph '{}': must be iteration", f.cuda_graph);
+    // The dynamic scaler replaces its scale tensors each update instead of writing them in place, which a captured
+    // graph cannot follow (it would replay the first scale forever). Checked before the device, so CPU CI sees it.
+    LG_INPUT_CHECK(!c.dynamic_loss_scale, "--cuda-graph {} with --dynamic-loss-scale: the scaler's update is not "
+                   "graph-safe", f.cuda_graph);
     LG_INPUT_CHECK(f.device == "cuda", "--cuda-graph {}: needs --device cuda (CUDA graphs)", f.cuda_graph);
     LG_INPUT_CHECK(f.capture_probe.empty(), "--cuda-graph {} and --capture-probe {}: one at a time", f.cuda_graph,
                    f.capture_probe);

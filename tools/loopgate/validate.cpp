@@ -129,10 +129,6 @@ void check_gpu_and_probe(const RunOptions& o) {
   LG_INPUT_CHECK(!c.cuda_graph_iteration || c.log_interval > 1,
                  "--cuda-graph iteration with {}: every iteration is a log point, so none replays",
                  shown("--log-interval", o.flags.log_interval.has_value(), c.log_interval));
-  // The dynamic scaler replaces its scale tensors each update instead of writing them in place, which a captured
-  // graph cannot follow (it would replay the first scale forever).
-  LG_INPUT_CHECK(!c.cuda_graph_iteration || !c.dynamic_loss_scale,
-                 "--cuda-graph iteration with --dynamic-loss-scale: the scaler's update is not graph-safe");
   LG_INPUT_CHECK(!c.capture.enabled() || c.capture.iteration <= c.train_iters,
                  "--capture-probe {}@{}: iteration {} is past the run ({})", c.capture.region, c.capture.iteration,
                  c.capture.iteration, shown("--iters", o.flags.iters.has_value(), c.train_iters));
