@@ -17,6 +17,7 @@
 #include "suites/bench/host_forms.h"
 #include "suites/bench/step_bench.h"
 #include "tools/loopgate/gpu.h"
+#include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
 
 namespace {
@@ -44,14 +45,6 @@ bool wants_help(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) return true;
   return false;
-}
-
-// Every rank's verdict on its input, agreed before any collective: the lowest rank with a problem prints it.
-bool agreed_ok(const std::string& problem, int rank, int size) {
-  int first_bad = problem.empty() ? size : rank;
-  MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (first_bad < size && rank == first_bad) std::fprintf(stderr, "loopgate_bench: error: %s\n", problem.c_str());
-  return first_bad == size;
 }
 
 }  // namespace
@@ -91,7 +84,7 @@ int main(int argc, char** argv) {
   } catch (const loopgate::InputError& e) {
     problem = e.what();
   }
-  if (!agreed_ok(problem, rank, size)) {
+  if (!loopgate::input_agreed_ok(problem, rank, size, "loopgate_bench")) {
     MPI_Finalize();
     return 2;
   }

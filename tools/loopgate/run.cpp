@@ -110,10 +110,7 @@ int cmd_run(const RunOptions& o) {
   } catch (const InputError& e) {
     problem = e.what();
   }
-  int first_bad = problem.empty() ? size : rank;
-  MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (first_bad < size) {
-    if (rank == first_bad) std::fprintf(stderr, "loopgate: error: %s\n", problem.c_str());
+  if (!input_agreed_ok(problem, rank, size)) {
     MPI_Finalize();
     return 2;
   }

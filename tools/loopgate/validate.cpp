@@ -6,6 +6,7 @@
 #include "tools/loopgate/validate.h"
 
 #include <fmt/format.h>
+#include <mpi.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -335,6 +336,16 @@ void validate_compare_options(const CompareOptions& o) {
   for (const std::string& p : o.a) check_input_file("--a", p);
   for (const std::string& p : o.b) check_input_file("--b", p);
   if (!o.json_path.empty()) check_output_file("--json", o.json_path);
+}
+
+bool input_agreed_ok(const std::string& problem, int rank, int size, const char* program) {
+  int first_bad = problem.empty() ? size : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first_bad < size && rank == first_bad) {
+    std::fprintf(stderr, "%s: error: %s\n", program, problem.c_str());
+    std::fflush(stderr);
+  }
+  return first_bad == size;
 }
 
 }  // namespace loopgate

@@ -28,4 +28,8 @@ void validate_ab_options(const AbOptions& options);
 void validate_ab_phase_options(const AbPhaseOptions& options, int world_size);
 void validate_compare_options(const CompareOptions& options);
 
+// Every rank's verdict on its input, agreed before any collective of the run: the lowest rank with a problem
+// prints "<program>: error: <problem>"; true when no rank has one (one MPI_Allreduce over the world).
+bool input_agreed_ok(const std::string& problem, int rank, int size, const char* program = "loopgate");
+
 }  // namespace loopgate

@@ -339,9 +339,7 @@ LogOutputs Sites::training_log_on_device(const LogInputs& in) {
   f.train_iters = in.train_iters;
   f.consumed_samples = in.consumed_samples;
   f.global_batch = in.global_batch;
-  const double interval = v["timer:" + std::string(kIntervalTimer) + ":max"];
-  f.elapsed_ms_per_iteration =
-      interval / static_cast<double>(std::max<int64_t>(1, shown_window_.last - shown_window_.first + 1)) * 1000.0;
+  f.elapsed_ms_per_iteration = elapsed_ms_per_iteration(v);
   f.learning_rate = v["lr"];
   f.has_loss = has_loss && loss_avg >= 0.0;
   f.lm_loss = loss_avg;
@@ -388,6 +386,14 @@ void Sites::timer_stop(const std::string& name) {
   timers_.at(name)->stop(/*barrier=*/false);
 }
 void Sites::start_interval_timer() { timers_.at(kIntervalTimer)->start(/*barrier=*/true); }
+
+// The interval time read at this log point over the iterations it covers, shown_window_ (eager: this log
+// interval; deferred: the one before, lagged by one window), in ms per iteration.
+double Sites::elapsed_ms_per_iteration(std::map<std::string, double>& v) const {
+  const double interval = v["timer:" + std::string(kIntervalTimer) + ":max"];
+  const int64_t window_iterations = shown_window_.last - shown_window_.first + 1;
+  return interval / static_cast<double>(std::max<int64_t>(1, window_iterations)) * 1000.0;
+}
 
 // Deferred: each timer's report (lagged by one window, trainer/instrument/timers.h) rides the batched read as
 // MAX and MAX-of-negated (= MIN) over ranks. A log point closes a window of iterations; the value reported
@@ -639,10 +645,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
   f.train_iters = in.train_iters;
   f.consumed_samples = in.consumed_samples;
   f.global_batch = in.global_batch;
-  // The time covers shown_window_ (eager: this log interval; deferred: the one before, lagged by one window).
-  const double interval = v["timer:" + std::string(kIntervalTimer) + ":max"];
-  const int64_t window_iterations = shown_window_.last - shown_window_.first + 1;
-  f.elapsed_ms_per_iteration = interval / static_cast<double>(std::max<int64_t>(1, window_iterations)) * 1000.0;
+  f.elapsed_ms_per_iteration = elapsed_ms_per_iteration(v);
   f.learning_rate = lr;
   f.has_loss = has_total_loss_ && loss_avg >= 0.0;
   f.lm_loss = loss_avg;

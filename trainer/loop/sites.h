@@ -168,6 +168,7 @@ class Sites {
   int64_t window_start_ = 1;                    // first iteration of the timers' current window
   std::deque<TimerWindow> closed_windows_;      // deferred: closed, not yet reported
   TimerWindow shown_window_;                    // what this log point's time covers
+  double elapsed_ms_per_iteration(std::map<std::string, double>& v) const;
   std::map<std::string, std::unique_ptr<Timer>> timers_;
   std::vector<TimerInterval> reported_;
   size_t reported_mark_ = 0;  // reported_[mark..] were reported since the last log point
