@@ -13,9 +13,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 R="${RESULTS:-build/gpu/results}"
 mkdir -p "$R"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export NCCL_ALGO=Ring NCCL_PROTO=Simple CUBLAS_WORKSPACE_CONFIG=:4096:8 GTEST_COLOR=no
+source ci/gpu-env.sh
+export GTEST_COLOR=no
 B=build/gpu
 LG=$B/tools/loopgate
 source ci/gpu-select.sh
