@@ -155,17 +155,6 @@ std::vector<double> expected_scales(const DynamicGradScalerConfig& c, const Fp16
   return out;
 }
 
-// The logged LR after `advances` successful steps: the scheduler's value as reduce_max_stat's float32 makes it.
-double expected_lr(const RunConfig& c, int64_t advances) {
-  SchedulerIters si = c.schedule;
-  si.train_iters = c.train_iters;
-  si.global_batch_size = c.data.global_batch;
-  si.weight_decay = c.weight_decay;
-  OptimizerParamScheduler s(from_iters(si));
-  for (int64_t i = 0; i < advances; ++i) s.step(c.data.global_batch);
-  return static_cast<float>(s.get_lr());
-}
-
 // ---- the checks: every problem, one line each, naming arm, iteration, rank ----
 
 std::vector<std::string> fp16_problems(const std::string& arm) {
