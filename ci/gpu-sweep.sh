@@ -5,6 +5,7 @@
 # in $RESULTS/sweep.tsv (tools/sweep_table.py turns the logs into the table and plot of docs/performance.md).
 #   SIZES="64x4x32 1024x8x1024" LIS="1" FIXTURES="single" ARMS=baseline,onesync ci/gpu-sweep.sh
 # A size is HIDDENxLAYERSxSEQ; heads = hidden / 64 (at least 4). PROFILE=1 adds --profile (launch starvation).
+# PHASES per arm (default 6: 5 v 5 samples, smallest exact two-sided p 0.0079; 8 gives 7 v 7, p down to 0.0006).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 R="${RESULTS:-build/gpu/results}/sweep"
@@ -28,11 +29,10 @@ for fx in $fixtures; do
     IFS=x read -r h l s <<< "$size"
     heads=$(( h / 64 > 4 ? h / 64 : 4 ))
     for li in $lis; do
-      # 6 phases per arm (the first dropped): 5 v 5 samples, whose smallest exact two-sided p is 0.0079.
       w=$(( li == 1 ? 10 : li ))
-      log="$R/ab_${fx}_${size}_li${li}.log"
+      log="$R/ab_${fx}_${size}_li${li}${PHASES:+_p$PHASES}.log"
       start=$(date +%s)
-      timeout 300 mpirun -np $np $LG ab --fixture $fx --arms "$arms" --device cuda --log-interval $li --phases 6 \
+      timeout 300 mpirun -np $np $LG ab --fixture $fx --arms "$arms" --device cuda --log-interval $li --phases "${PHASES:-6}" \
         --phase-iters $w --hidden-size $h --num-layers $l --seq-length $s --num-attention-heads $heads \
         "${prof[@]}" > "$log" 2>&1
       rc=$?

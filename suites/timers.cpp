@@ -22,6 +22,7 @@
 #include "fixtures/compare.h"
 #include "fixtures/golden.h"
 #include "fixtures/scenarios.h"
+#include "trainer/common/device.h"
 #include "trainer/instrument/timers.h"
 
 namespace loopgate {
@@ -400,6 +401,54 @@ TEST(GatePower, TimersRejectsAnUnboundedQueue) {
   if (gate_fixture() != "single") GTEST_SKIP() << "the bound's window runs on single";
   expect_rejected("defect-timer-unbounded", bound_problems("defect-timer-unbounded"), "events pending at once");
 }
+
+// `loopgate ab --arms A,A:bare` prices loopgate's bookkeeping by switching it off for alternate phases of one run
+// (TrainSession::run). That measures something only if "off" is off and moves no number: a bare segment's
+// iterations count no host read; a deferred arm's level-1 timers report no interval for them (an eager arm's keep
+// their synchronizing host timers: those are Megatron's Timer.start/stop, the loop under test); the segment after
+// counts and times again; and every log point logs what the arm logs alone, bit for bit.
+class Bare : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Bare, SegmentCountsNoReadTimesNothingAtLevel1AndKeepsTheNumbers) {
+  if (gate_fixture() != "single")
+    GTEST_SKIP() << "runs on single: the switch is per rank and does not depend on the layout";
+  const std::string arm = GetParam();
+  RunConfig c = on_gate_device(gate_config());
+  c.train_iters = 12;
+  c.log_interval = 4;
+  c.param_checksums = true;
+  RunGroups g = make_run_groups(c, MPI_COMM_WORLD);
+  set_run_device(g.config.model.device);
+  TrainSession session(g.config, find_arm(arm), g.groups, world_rank());
+  for (int p = 0; p < 3; ++p) session.run(find_arm(arm), 4, /*instrumented=*/p != 1);  // iterations 5-8 bare
+  const RunResult r = session.finish();
+  set_run_device(c10::Device(c10::kCPU));
+  const Trace alternating = gather_trace(r, MPI_COMM_WORLD);
+
+  std::vector<std::string> bad;
+  for (const IterationRecord& rec : alternating.records) {
+    const bool bare = rec.iteration >= 5 && rec.iteration <= 8;
+    int64_t reads = 0;
+    for (const auto& [site, n] : rec.reads_per_site) reads += n;
+    if (bare != (reads == 0))
+      bad.push_back(fmt::format("iteration {} rank {} ({}): {} host read(s) counted", rec.iteration, rec.rank,
+                                bare ? "bare" : "instrumented", reads));
+  }
+  int64_t level1 = 0;
+  for (const TimerInterval& t : r.timers.intervals) level1 += t.name == "forward-backward";
+  const bool eager = find_arm(arm).timers == SyncMode::kEager;
+  const int64_t want = eager ? 12 : 8;  // eager: Megatron's host timers every iteration; deferred: not in 5-8
+  if (level1 != want)
+    bad.push_back(fmt::format("{} forward-backward interval(s) reported, want {}", level1, want));
+  EXPECT_TRUE(bad.empty()) << join(bad);
+  auto m = compare_fields(run_scenario("bare-ref", c, arm).trace, alternating,
+                          {"lm_loss", "params_norm", "grad_norm", "num_zeros", "learning_rate", "loss_scale", "skipped",
+                           "param_checksum_after"});
+  EXPECT_TRUE(m.empty()) << describe(m, arm + " alone", "with iterations 5-8 bare");
+}
+
+INSTANTIATE_TEST_SUITE_P(Arms, Bare, ::testing::Values("baseline", "onesync"),
+                         [](const auto& info) { return param_name(info.param); });
 
 }  // namespace
 }  // namespace loopgate

@@ -130,11 +130,11 @@ nlohmann::json arm_profile_json(const ArmProfile& p) {
 }
 
 // A's single-arm run, and the alternating run, log the same values at every log point on every rank.
-std::vector<Mismatch> identity_check(const RunGroups& g, const Arm& a, const Trace& alternating, int rank) {
+std::vector<Mismatch> identity_check(const RunGroups& g, const AbArm& a, const Trace& alternating, int rank) {
   RunConfig c = g.config;
   ProcessGroups groups = g.groups;
-  TrainSession ref(c, a, groups, rank);
-  ref.run(a, c.train_iters);
+  TrainSession ref(c, *a.arm, groups, rank);
+  ref.run(*a.arm, c.train_iters, a.instrumented);
   RunResult r = ref.finish();
   const Trace reference = gather_trace(r, MPI_COMM_WORLD);
   return compare_fields(reference, alternating,
@@ -158,8 +158,9 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
   }
   int code = 0;
   try {
-    const Arm& a = find_arm(o.arm_a);
-    const Arm& b = find_arm(o.arm_b);
+    const AbArm spec_a = parse_ab_arm(o.arm_a);
+    const AbArm spec_b = parse_ab_arm(o.arm_b);
+    const Arm& a = *spec_a.arm;
     RunGroups g = make_run_groups(phase_config(o), MPI_COMM_WORLD);
     set_run_device(g.config.model.device);
     std::vector<PhaseRecord> phases;
@@ -176,15 +177,15 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
     {
       TrainSession session(g.config, a, g.groups, rank);
       for (int p = 0; p < 2 * o.phases; ++p) {
-        const Arm& arm = p % 2 == 0 ? a : b;
+        const AbArm& side_arm = p % 2 == 0 ? spec_a : spec_b;
         const int64_t first = session.iterations_done() + 1;
         const double t0 = drained_now();
-        session.run(arm, o.phase_iters);
+        session.run(*side_arm.arm, o.phase_iters, side_arm.instrumented);
         profile_end_window();  // the drain and the next arm's set-up belong to no iteration
         const double t1 = drained_now();
         const double ms = (t1 - t0) * 1000.0 / static_cast<double>(o.phase_iters);
         const bool warmup = p < 2;
-        phases.push_back({p + 1, arm.name, first, o.phase_iters, ms, warmup});
+        phases.push_back({p + 1, p % 2 == 0 ? o.arm_a : o.arm_b, first, o.phase_iters, ms, warmup});
         AbSamples& side = p % 2 == 0 ? sa : sb;
         ++side.windows;
         if (warmup) {
@@ -198,7 +199,7 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
     }
     profile_stop();  // before the identity run, whose iterations would repeat these numbers
     const ProfileReport profile = profiling ? profile_report() : ProfileReport{};
-    const std::vector<Mismatch> m = identity_check(g, a, alternating, rank);
+    const std::vector<Mismatch> m = identity_check(g, spec_a, alternating, rank);
     set_run_device(c10::Device(c10::kCPU));
     if (rank == 0) {
       std::printf("loopgate ab: fixture %s, %d ranks, %s vs %s, %d phases of %lld iterations each (A B A B ...), "

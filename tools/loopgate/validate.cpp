@@ -308,9 +308,9 @@ void validate_ab_phase_options(const AbPhaseOptions& o, int world) {
   LG_INPUT_CHECK(!f.inject, "--inject {}: ab times clean runs", *f.inject);
   LG_INPUT_CHECK(!f.syncs, "--syncs: ab times the loop without per-site counting (use loopgate run --syncs)");
   LG_INPUT_CHECK(f.arm == "baseline", "--arm {}: ab takes its two arms as --arms A,B", f.arm);
-  with_flag("--arms", [&] { return find_arm(o.arm_a); });
-  with_flag("--arms", [&] { return find_arm(o.arm_b); });
-  LG_INPUT_CHECK(!o.run.config.cuda_graph_iteration || find_arm(o.arm_a).on_device || find_arm(o.arm_b).on_device,
+  const AbArm a = parse_ab_arm(o.arm_a);
+  const AbArm b = parse_ab_arm(o.arm_b);
+  LG_INPUT_CHECK(!o.run.config.cuda_graph_iteration || a.arm->on_device || b.arm->on_device,
                  "--cuda-graph iteration with --arms {},{}: neither reads nothing between log points (zerosync "
                  "does), so no iteration would replay", o.arm_a, o.arm_b);
   LG_INPUT_CHECK(o.arm_a != o.arm_b, "--arms {},{}: two different arms", o.arm_a, o.arm_b);
@@ -326,6 +326,20 @@ void validate_ab_phase_options(const AbPhaseOptions& o, int world) {
   RunOptions run = o.run;
   run.config.train_iters = 2 * o.phases * o.phase_iters;
   validate_run_options(run, world);
+}
+
+AbArm parse_ab_arm(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  AbArm out;
+  out.arm = &with_flag("--arms", [&]() -> const Arm& { return find_arm(name); });
+  if (colon != std::string::npos) {
+    const std::string suffix = spec.substr(colon + 1);
+    LG_INPUT_CHECK(suffix == "bare", "--arms: '{}': the only suffix is :bare (the arm with loopgate's bookkeeping "
+                   "off), got ':{}'", spec, suffix);
+    out.instrumented = false;
+  }
+  return out;
 }
 
 void validate_compare_options(const CompareOptions& o) {

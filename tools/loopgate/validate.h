@@ -26,6 +26,14 @@ void validate_ab_options(const AbOptions& options);
 // --arms, --phases, --phase-iters (a multiple of --log-interval), the run flags (validate_run_options) and that
 // none of the run flags ab sets itself was given.
 void validate_ab_phase_options(const AbPhaseOptions& options, int world_size);
+// One side of `ab --arms`: an arm name, optionally NAME:bare (the same arm with loopgate's bookkeeping off: the
+// ledger counts nothing, a deferred arm's level-1 timers record nothing; TrainSession::run). InputError naming
+// --arms for an unknown arm or suffix.
+struct AbArm {
+  const Arm* arm = nullptr;
+  bool instrumented = true;
+};
+AbArm parse_ab_arm(const std::string& spec);
 void validate_compare_options(const CompareOptions& options);
 
 // Every rank's verdict on its input, agreed before any collective of the run: the lowest rank with a problem

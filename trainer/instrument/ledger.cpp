@@ -65,6 +65,7 @@ Site parse_site(const std::string& name) {
 
 void Ledger::note(Site site, int64_t numel, ReadRecord::Kind kind) {
   set_current_site(site_name(site));
+  if (!counting_) return;
   std::lock_guard<std::mutex> lock(mu_);
   ++counts_[iteration_][site];
   records_.push_back({iteration_, site, numel, kind});
@@ -108,6 +109,9 @@ void Ledger::begin_iteration(int64_t iteration) {
   iteration_ = iteration;
   set_current_iteration(iteration);
 }
+
+void Ledger::set_counting(bool on) { counting_ = on; }
+bool Ledger::counting() const { return counting_; }
 
 int64_t Ledger::iteration() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -8,6 +8,7 @@
 #include <c10/core/TensorOptions.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -72,6 +73,11 @@ class Ledger {
   void begin_iteration(int64_t iteration);
   int64_t iteration() const;
 
+  // Off: reads, device scalars and syncs still happen (they are the loop's), but nothing is counted or recorded
+  // (`loopgate ab --arms A,A:bare` measures what the bookkeeping costs). The watchdog still learns the site.
+  void set_counting(bool on);
+  bool counting() const;
+
   // Reads at each site during `iteration` (sites with none are absent; an unseen iteration gives an empty map).
   const std::map<Site, int64_t>& counts(int64_t iteration) const;
   int64_t count(int64_t iteration, Site site) const;
@@ -93,6 +99,7 @@ class Ledger {
 
   mutable std::mutex mu_;  // grad-ready hooks may run on the autograd thread
   int64_t iteration_ = 0;
+  std::atomic<bool> counting_{true};  // read before the lock: off costs no lock
   std::map<int64_t, std::map<Site, int64_t>> counts_;
   std::vector<ReadRecord> records_;
   int64_t diagnostic_reads_ = 0;

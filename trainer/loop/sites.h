@@ -99,7 +99,11 @@ struct LogOutputs {
 
 class Sites {
  public:
-  Sites(const Arm& arm, const RunConfig& config, Ledger& ledger, ProcessGroups& groups, int world_rank);
+  // `instrumented` false (`ab --arms A,A:bare`): a deferred arm's level-1 timers record no events (the interval
+  // timer stays: the log line's elapsed time is Megatron's level 0). An eager arm's level-1 timers stay either way:
+  // their synchronizes are Megatron's Timer.start/stop, the loop under test, not loopgate's bookkeeping.
+  Sites(const Arm& arm, const RunConfig& config, Ledger& ledger, ProcessGroups& groups, int world_rank,
+        bool instrumented = true);
   ~Sites();
 
   // ---- commit 1: validate_result on each microbatch loss and each grad bucket ----
@@ -147,6 +151,7 @@ class Sites {
 
  private:
   bool exit_flag_local(int64_t iteration) const;
+  Timer* level1_timer(const std::string& name);  // null: left out (not instrumented); unknown names fail
   double read_scalar(Site site, const at::Tensor& t);
   double reduce_max_stat_eager(Site site, const at::Tensor& stat);  // read + H2D + MAX over mp + 2 reads
   double reduce_max_stat_host(Site site, double local);

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -571,6 +572,10 @@ struct TrainSession::Impl {
 };
 
 TrainSession::TrainSession(const RunConfig& cfg, const Arm& first_arm, ProcessGroups& groups, int world_rank) {
+  if (cfg.deterministic_mode) {
+    setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);  // read by cuBLAS when its handle is made
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  }
   OpCounter::instance().reset();
   OpCounter::instance().set_enabled(cfg.count_launches);
   set_current_iteration(-1);  // setup (model, optimizer) is no iteration's work
@@ -581,10 +586,12 @@ TrainSession::TrainSession(const RunConfig& cfg, const Arm& first_arm, ProcessGr
 
 TrainSession::~TrainSession() = default;
 
-bool TrainSession::run(const Arm& arm, int64_t iterations) {
+bool TrainSession::run(const Arm& arm, int64_t iterations, bool instrumented) {
   Loop& L = impl_->L;
   if (L.ended) return false;
-  if (&arm != L.arm) {  // a new arm takes over at this iteration: its own sites, timers and accumulators
+  // A new arm, or the same one with its instrumentation switched, takes over at this iteration: its own sites,
+  // timers and accumulators.
+  if (&arm != L.arm || instrumented != L.ledger.counting()) {
     if (L.graph) L.graph->reset();  // the graph holds the old arm's state tensors
     if (L.arm->on_device) {  // the device counted the successful steps: the host's scheduler catches up
       const int64_t steps = L.sites->read_steps_done();
@@ -593,7 +600,8 @@ bool TrainSession::run(const Arm& arm, int64_t iterations) {
     finish_sites(L);
     L.arm = &arm;
     L.arm_since = L.next_iteration;
-    L.sites = std::make_unique<Sites>(arm, L.cfg, L.ledger, L.groups, L.rank);
+    L.ledger.set_counting(instrumented);
+    L.sites = std::make_unique<Sites>(arm, L.cfg, L.ledger, L.groups, L.rank, instrumented);
     if (arm.on_device) start_on_device(L);
     L.sites->start_interval_timer();
   }

@@ -58,6 +58,9 @@ struct RunConfig {
     uint64_t seed = 0;
     int max_windows = 0;
   } event_lag;
+  // Megatron's --deterministic-mode: torch.use_deterministic_algorithms(True) (an op with no deterministic
+  // implementation throws, naming itself) and the cuBLAS workspace setting it needs. Process-wide, from the session on.
+  bool deterministic_mode = false;
   bool param_checksums = false;            // a parameter checksum before and after each step (a Trace or gate)
   bool count_launches = false;             // operators dispatched per site per iteration (OpCounter; --syncs, gates)
   // Called on the last rank at each log point with the Megatron line (print_rank_last), as it is made.
@@ -91,8 +94,9 @@ class TrainSession {
   TrainSession(const TrainSession&) = delete;
   TrainSession& operator=(const TrainSession&) = delete;
   // The next `iterations` (at most up to config.train_iters) under `arm`. False once the run has ended (abort,
-  // exit vote, the last iteration).
-  bool run(const Arm& arm, int64_t iterations);
+  // exit vote, the last iteration). `instrumented` false: the ledger counts nothing and a deferred arm's level-1
+  // timers record nothing (Sites), so `ab --arms A,A:bare` prices loopgate's bookkeeping; the numbers are the same.
+  bool run(const Arm& arm, int64_t iterations, bool instrumented = true);
   int64_t iterations_done() const;
   RunResult finish();  // drains the timers; call once, at the end
 
