@@ -4,11 +4,12 @@
   check_bench_json.py FILE [--arms baseline,syncfree,onesync,zerosync]
       exit 0 when: every arm has its step/<fixture>/<config>/<arm> entries (one per repetition) and no error; each
       entry carries syncs/iter and launches/iter (numbers, launches > 0) and a positive time; idle_pct, when
-      present, lies in [0, 100]; per fixture and config the baseline reads more per iteration than zerosync.
+      present, lies in [0, 100]; per fixture and config the baseline reads more per iteration than zerosync; the
+      bookkeeping/* microbenchmarks ran, and the ledger switched off costs less than counting.
       Exit 1 with one line per problem otherwise.
   check_bench_json.py --planted FILE
       the check must reject each planted defect of FILE (a counter left out, an arm missing, zerosync reading as
-      much as the baseline, an errored run); FILE itself must pass. Exit 0 when all of that holds.
+      much as the baseline, an errored run, a bookkeeping benchmark missing or the ledger off costing as much); FILE itself must pass. Exit 0 when all of that holds.
 """
 import copy
 import json
@@ -72,6 +73,27 @@ def check(doc, arms):
             b, z = base[0].get("syncs/iter"), zero[0].get("syncs/iter")
             if is_number(b) and is_number(z) and not b > z:
                 problems.append(f"{fx}/{cfg}: baseline syncs/iter {b} is not above zerosync's {z}")
+    problems += check_bookkeeping(doc)
+    return problems
+
+
+BOOKKEEPING = ("bookkeeping/ledger_iteration/counting", "bookkeeping/ledger_iteration/off", "bookkeeping/level1_timers")
+
+
+def check_bookkeeping(doc):
+    """The instrumentation-cost microbenchmarks ran, with positive times, and the ledger switched off costs less."""
+    found = {"/".join(name_parts(b)): b for b in doc.get("benchmarks", []) if b.get("run_type", "iteration") == "iteration"}
+    problems = []
+    for name in BOOKKEEPING:
+        b = found.get(name)
+        if b is None:
+            problems.append(f"{name}: missing")
+        elif b.get("error_occurred") or not is_number(b.get("real_time")) or b["real_time"] <= 0:
+            problems.append(f"{name}: no positive time (error: {b.get('error_message', 'none')})")
+    on, off = found.get(BOOKKEEPING[0]), found.get(BOOKKEEPING[1])
+    if on and off and is_number(on.get("real_time")) and is_number(off.get("real_time")) and \
+            not off["real_time"] < on["real_time"]:
+        problems.append(f"the ledger switched off ({off['real_time']} ns) costs no less than counting ({on['real_time']} ns)")
     return problems
 
 
@@ -81,6 +103,9 @@ def planted_defects(doc):
         d = copy.deepcopy(doc)
         fn(d)
         return d
+
+    def bookkeeping(d, rest):
+        return next(b for b in d["benchmarks"] if "/".join(name_parts(b)) == "bookkeeping/" + rest)
 
     def first(d, arm):
         return next(b for b in d["benchmarks"] if name_parts(b)[-1] == arm)
@@ -95,6 +120,11 @@ def planted_defects(doc):
         ("an errored run (baseline)", edit(lambda d: first(d, "baseline").update(error_occurred=True,
                                                                                    error_message="planted"))),
         ("idle_pct out of range (onesync)", edit(lambda d: first(d, "onesync").__setitem__("idle_pct", 250.0))),
+        ("bookkeeping benchmark missing (level1_timers)",
+         edit(lambda d: d["benchmarks"].remove(bookkeeping(d, "level1_timers")))),
+        ("the ledger off costs as much as counting",
+         edit(lambda d: bookkeeping(d, "ledger_iteration/off").__setitem__(
+             "real_time", bookkeeping(d, "ledger_iteration/counting")["real_time"]))),
     ]
 
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "suites/bench/bench_options.h"
+#include "suites/bench/bookkeeping.h"
 #include "suites/bench/host_forms.h"
 #include "suites/bench/step_bench.h"
 #include "tools/loopgate/gpu.h"
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
 
   try {
     register_step_benchmarks(cases, flags, rank);
+    register_bookkeeping_benchmarks(/*reads_per_iteration=*/56);  // the baseline's on single (docs/performance.md)
     const bool host_forms = loopgate::gpu_flags().device == "cuda" && register_host_form_benchmarks();
     benchmark::AddCustomContext("loopgate_world", std::to_string(size));
     benchmark::AddCustomContext("loopgate_device", loopgate::gpu_flags().device);
