@@ -156,6 +156,14 @@ double Sites::reduce_max_stat_host(Site site, double local) {
   return read_scalar(site, t);
 }
 
+// The baseline's num zeros went through reduce_max_stat's float32 tensor: counts above 2^24 keep only their even
+// (then multiple-of-4, ...) neighbours. A deferred read carries the exact int64 count, so it rounds on the host
+// the same way (rounding is monotonic: the MAX of rounded values is the rounded MAX). Seen on an H200 at
+// 2048x8x1024 (docs/performance.md); the CPU gate simulates it (OptimizerStepConfig::simulated_extra_zeros).
+namespace {
+double as_reduce_max_stat(double x) { return static_cast<double>(static_cast<float>(x)); }
+}  // namespace
+
 // ---- commit 1: NaN/Inf checks ----
 
 void Sites::nan_check(RerunStateMachine& rerun, Site site, const at::Tensor& value) {
@@ -349,7 +357,7 @@ LogOutputs Sites::training_log_on_device(const LogInputs& in) {
   f.loss_scale = v["loss_scale"];
   f.grad_norm = v["grad_norm"];
   f.has_grad_norm = std::isfinite(f.grad_norm) && f.grad_norm >= 0.0;
-  f.num_zeros = v.count("num_zeros") ? v["num_zeros"] : NAN;
+  f.num_zeros = v.count("num_zeros") ? as_reduce_max_stat(v["num_zeros"]) : NAN;
   f.has_num_zeros = config_.optim.log_num_zeros_in_grad && std::isfinite(f.num_zeros) && f.num_zeros >= 0;
   f.params_norm = v.count("params_norm") ? v["params_norm"] : NAN;
   f.has_params_norm = config_.log_params_norm && std::isfinite(f.params_norm);
@@ -584,7 +592,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
   if (arm_.one_read) {
     v = *in.pre_read;
     grad_norm = v.count("grad_norm") ? v["grad_norm"] : NAN;
-    num_zeros = v.count("num_zeros") ? v["num_zeros"] : NAN;
+    num_zeros = v.count("num_zeros") ? as_reduce_max_stat(v["num_zeros"]) : NAN;
     params_norm = v.count("params_norm") ? v["params_norm"] : NAN;
     loss_scale = v["loss_scale"];
     lr = static_cast<float>(lr);  // host value, rounded as reduce_max_stat's float32 tensor rounds it
@@ -611,7 +619,7 @@ LogOutputs Sites::training_log(const LogInputs& in) {
     if (!bundle.empty()) v = bundle.resolve(ledger_, Site::kBatchedLogRead, *groups_.world);
     if (!eager_stats) {
       grad_norm = v["grad_norm"];
-      num_zeros = v.count("num_zeros") ? v["num_zeros"] : NAN;
+      num_zeros = v.count("num_zeros") ? as_reduce_max_stat(v["num_zeros"]) : NAN;
       params_norm = v.count("params_norm") ? v["params_norm"] : NAN;
       loss_scale = v["loss_scale"];
       if (skipped_ > 0) {

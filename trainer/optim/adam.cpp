@@ -187,6 +187,7 @@ OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<a
   // (5) zeros, after clipping, over the same grads as the norm.
   at::Tensor num_zeros = at::full({1}, -1, at::TensorOptions().dtype(at::kLong).device(device));
   if (config.log_num_zeros_in_grad) num_zeros = count_zeros_fp32(grads_for_norm, grad_stats_group, device);
+  if (config.log_num_zeros_in_grad && config.simulated_extra_zeros > 0) num_zeros.add_(config.simulated_extra_zeros);
 
   // (6) step_with_ready_grads
   if (masked) {

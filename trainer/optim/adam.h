@@ -81,6 +81,10 @@ class Adam {
 struct OptimizerStepConfig {
   double clip_grad = 1.0;              // --clip-grad; 0 disables clipping (the norm is still computed)
   bool log_num_zeros_in_grad = false;  // --log-num-zeros-in-grad
+  // CPU simulation of a large model (tests only): this many more zero grads counted, after the group's SUM, so a
+  // small fixture's count passes 2^24 as an H200 model's does, where the baseline's float32 (reduce_max_stat)
+  // keeps only even integers. Every arm alike: it is the numerics path's.
+  int64_t simulated_extra_zeros = 0;
 };
 
 struct OptimizerStepResult {
