@@ -19,7 +19,7 @@ B=build/gpu
 LG=$B/tools/loopgate
 source ci/gpu-select.sh
 ngpu="$(lg_gpu_count)"
-steps="${STEPS:-unit graph launches cupti live profile bench bad ab}"
+steps="${STEPS-unit graph launches cupti live profile bench bad ab}"  # STEPS="" (set, empty): build only
 
 if [ "${BUILD:-0}" = 1 ]; then
   export LOOPGATE_TORCH_PREFIX="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
