@@ -29,9 +29,6 @@ void add_gpu_flags(CLI::App* run, GpuFlags& f) {
   run->add_option("--capture-probe", f.capture_probe,
                   "REGION[@ITER]: capture forward_backward, optimizer or training_log of iteration ITER (default 2) into a CUDA "
                   "graph in global capture mode; prints whether it captured or which read broke it");
-  run->add_flag("--deterministic-mode", f.deterministic,
-                "Megatron's --deterministic-mode: LibTorch's deterministic algorithms only (an op without one fails "
-                "the run, naming it) and CUBLAS_WORKSPACE_CONFIG=:4096:8 unless set");
   run->add_option("--cuda-graph", f.cuda_graph,
                   "iteration: capture one non-log iteration of an arm that reads nothing between log points "
                   "(zerosync) as a CUDA graph and replay it at every later non-log iteration (--device cuda)");
@@ -43,7 +40,6 @@ void apply_gpu_flags(const GpuFlags& f, RunConfig& c) {
   std::string dtype = f.params_dtype.empty() ? (f.device == "cuda" ? "bf16" : "fp32") : f.params_dtype;
   LG_INPUT_CHECK(dtype == "fp32" || dtype == "bf16", "--params-dtype '{}': must be fp32 or bf16", dtype);
   c.model.dtype = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-  c.deterministic_mode = f.deterministic;
   LG_INPUT_CHECK(!f.cupti || f.device == "cuda", "--cupti needs --device cuda");
   LG_INPUT_CHECK(!f.profile || f.device == "cuda", "--profile needs --device cuda (CUPTI activity records)");
   if (!f.cuda_graph.empty()) {

@@ -23,7 +23,6 @@ struct GpuFlags {
   bool profile = false;       // CUPTI activity records -> launch starvation per iteration (--device cuda)
   std::string capture_probe;  // REGION[@ITERATION]: CUDA-graph capture probe (trainer/instrument/capture.h)
   std::string cuda_graph;     // "iteration": replay non-log iterations of a zero-read arm as one CUDA graph
-  bool deterministic = false;  // Megatron's --deterministic-mode (RunConfig::deterministic_mode)
 };
 GpuFlags& gpu_flags();  // the process's parsed flags
 

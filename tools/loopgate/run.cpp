@@ -1,7 +1,6 @@
 // `loopgate run`: one arm on one fixture, inside an MPI job. Input is validated identically on every rank
 // before any collective (validate.h), so bad input exits 2 everywhere with one line from rank 0; a failure
 // after that aborts the whole job (no rank is left waiting in a collective).
-#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <mpi.h>
@@ -9,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <ctime>
 
 #include "fixtures/fixtures.h"
@@ -146,11 +144,6 @@ int cmd_run(const RunOptions& o) {
       cupti_print(t, 0);
     }
     if (rank == 0) profile_print(0);
-    if (o.config.deterministic_mode && rank == 0) {  // the state the run left, read back (a CLI test checks it)
-      const char* ws = std::getenv("CUBLAS_WORKSPACE_CONFIG");
-      std::printf("--deterministic-mode: LibTorch deterministic algorithms %s, CUBLAS_WORKSPACE_CONFIG=%s\n",
-                  at::globalContext().deterministicAlgorithms() ? "on" : "OFF", ws ? ws : "(unset)");
-    }
     if (o.config.capture.enabled()) std::printf("[rank %d] %s\n", rank, describe(r.capture).c_str());
     if (o.config.cuda_graph_iteration)
       std::printf("[rank %d] --cuda-graph iteration: captured at iteration %lld, %lld replay(s)%s%s\n", rank,

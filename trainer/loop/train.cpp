@@ -8,7 +8,6 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -572,10 +571,6 @@ struct TrainSession::Impl {
 };
 
 TrainSession::TrainSession(const RunConfig& cfg, const Arm& first_arm, ProcessGroups& groups, int world_rank) {
-  if (cfg.deterministic_mode) {
-    setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);  // read by cuBLAS when its handle is made
-    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
-  }
   OpCounter::instance().reset();
   OpCounter::instance().set_enabled(cfg.count_launches);
   set_current_iteration(-1);  // setup (model, optimizer) is no iteration's work

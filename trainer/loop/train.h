@@ -58,9 +58,6 @@ struct RunConfig {
     uint64_t seed = 0;
     int max_windows = 0;
   } event_lag;
-  // Megatron's --deterministic-mode: torch.use_deterministic_algorithms(True) (an op with no deterministic
-  // implementation throws, naming itself) and the cuBLAS workspace setting it needs. Process-wide, from the session on.
-  bool deterministic_mode = false;
   bool param_checksums = false;            // a parameter checksum before and after each step (a Trace or gate)
   bool count_launches = false;             // operators dispatched per site per iteration (OpCounter; --syncs, gates)
   // Called on the last rank at each log point with the Megatron line (print_rank_last), as it is made.
