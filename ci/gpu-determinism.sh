@@ -11,8 +11,7 @@ R="${RESULTS:-build/gpu/results}/determinism"
 mkdir -p "$R"
 source ci/gpu-env.sh
 LG=build/gpu/tools/loopgate
-IFS=x read -r h l s <<< "${SIZE:-2048x8x1024}"
-model=(--hidden-size $h --num-layers $l --seq-length $s --num-attention-heads $(( h / 64 > 4 ? h / 64 : 4 )))
+model=($(lg_model_flags "${SIZE:-2048x8x1024}"))
 n=${ITERS:-60}
 for i in 1 2; do
   start=$(date +%s)

@@ -3,4 +3,11 @@
 # across runs and arms). NCCL_ALGO / NCCL_PROTO may be overridden from outside.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# HIDDENxLAYERSxSEQ -> loopgate's model flags (heads = hidden / 64, at least 4): the size notation of the sweep,
+# overhead and determinism scripts. Unquoted use splits it into its words: $(lg_model_flags 2048x4x1024).
+lg_model_flags() {
+  local h l s
+  IFS=x read -r h l s <<< "$1"
+  echo "--hidden-size $h --num-layers $l --seq-length $s --num-attention-heads $(( h / 64 > 4 ? h / 64 : 4 ))"
+}
 export NCCL_ALGO="${NCCL_ALGO:-Ring}" NCCL_PROTO="${NCCL_PROTO:-Simple}" CUBLAS_WORKSPACE_CONFIG=:4096:8

@@ -11,16 +11,13 @@ mkdir -p "$R"
 source ci/gpu-env.sh
 LG=build/gpu/tools/loopgate
 for size in ${SIZES:-64x4x32}; do
-  IFS=x read -r h l s <<< "$size"
-  heads=$(( h / 64 > 4 ? h / 64 : 4 ))
   for arm in ${ARMS:-onesync baseline}; do
     for li in ${LIS:-20 1}; do
       w=$(( li == 1 ? 10 : li ))
       log="$R/ab_${arm}_bare_${size}_li${li}.log"
       start=$(date +%s)
       timeout 300 mpirun -np 1 $LG ab --fixture single --arms "$arm,$arm:bare" --device cuda --log-interval $li \
-        --phases "${PHASES:-10}" --phase-iters $w --hidden-size $h --num-layers $l --seq-length $s \
-        --num-attention-heads $heads --json "${log%.log}.json" > "$log" 2>&1
+        --phases "${PHASES:-10}" --phase-iters $w $(lg_model_flags "$size") --json "${log%.log}.json" > "$log" 2>&1
       rc=$?
       echo -e "$arm\t$size\tli$li\texit $rc\t$(( $(date +%s) - start )) s\t$(grep -m1 'median ratio' "$log" | sed 's/.*median ratio/ratio/')"
     done

@@ -26,14 +26,12 @@ for fx in $fixtures; do
   [ "$fx" = single ] || np=2
   [ "$np" -le "$ngpu" ] || { echo "$fx: needs $np GPUs, this machine has $ngpu: left out"; continue; }
   for size in $sizes; do
-    IFS=x read -r h l s <<< "$size"
-    heads=$(( h / 64 > 4 ? h / 64 : 4 ))
     for li in $lis; do
       w=$(( li == 1 ? 10 : li ))
       log="$R/ab_${fx}_${size}_li${li}${PHASES:+_p$PHASES}.log"
       start=$(date +%s)
       timeout 300 mpirun -np $np $LG ab --fixture $fx --arms "$arms" --device cuda --log-interval $li --phases "${PHASES:-6}" \
-        --phase-iters $w --hidden-size $h --num-layers $l --seq-length $s --num-attention-heads $heads \
+        --phase-iters $w $(lg_model_flags "$size") \
         "${prof[@]}" > "$log" 2>&1
       rc=$?
       echo -e "$fx\t$size\t$li\t$rc\t$(( $(date +%s) - start ))\t$(grep -m1 'median ratio' "$log" | sed 's/.*median ratio/ratio/')" |
