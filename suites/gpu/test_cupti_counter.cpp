@@ -173,7 +173,8 @@ class CuptiProfileTest : public CuptiCounterTest {
     const DeviceProfile p = CuptiSyncCounter::instance().profile();
     EXPECT_EQ(p.dropped_records, 0);
     const std::vector<StarvationRow> rows = analyze_starvation(p);
-    *table = format_starvation_table(rows, "profile: " + std::to_string(p.intervals.size()) + " device intervals, " +
+    *table = format_starvation_table(rows, "profile: " + std::to_string(p.intervals.size()) + " device intervals (" +
+                                               std::to_string(p.launch_times) + " with a launch time), " +
                                                std::to_string(p.syncs.size()) + " host syncs");
     for (const StarvationRow& r : rows)
       if (r.iteration == 0) return r;
@@ -213,6 +214,31 @@ TEST_F(CuptiProfileTest, IdleWithoutASyncIsOtherIdle) {
   EXPECT_GE(r.other_idle_ms, 4.5) << "5 ms of host sleep with no sync before it\n" << table;
   EXPECT_LT(r.sync_starved_ms, 0.5) << "only the moments after the final synchronize returns\n" << table;
   EXPECT_GE(r.kernels, 2) << table;
+  std::printf("%s", table.c_str());
+}
+
+TEST_F(CuptiProfileTest, DeviceStaysSyncStarvedWhileTheHostTrailsUntilItLeads) {
+  set_current_iteration(0);
+  queue_work(2);
+  cuda_device_synchronize();  // the queue is empty now; the host then trails: the device waits for each launch
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    scratch_.add_(1.0);
+  }
+  queue_work(10);  // ~15-20 ms of matmuls: the host leads again (the adds below are issued while they run)
+  for (int i = 0; i < 5; ++i) scratch_.add_(1.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));  // the device drains with no sync: other idle
+  scratch_.add_(1.0);
+  cuda_device_synchronize();
+  CuptiSyncCounter::instance().end_profile_window();
+  const DeviceProfile p = CuptiSyncCounter::instance().profile();
+  EXPECT_GE(p.launch_times, static_cast<int64_t>(p.intervals.size()) * 9 / 10)
+      << "each kernel's launch call joined by correlation id: " << p.launch_times << " of " << p.intervals.size();
+  std::string table;
+  const StarvationRow r = row_zero(&table);
+  EXPECT_GE(r.sync_starved_ms, 4.5) << "five 1 ms waits for the trailing host after the synchronize\n" << table;
+  EXPECT_LT(r.sync_starved_ms, 10.0) << "not the drain after the matmuls: the host led there\n" << table;
+  EXPECT_GE(r.other_idle_ms, 10.0) << "the 40 ms sleep, once the matmuls ended\n" << table;
   std::printf("%s", table.c_str());
 }
 

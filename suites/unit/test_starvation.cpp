@@ -18,6 +18,12 @@ int64_t ns(double ms) { return static_cast<int64_t>(ms * 1e6); }
 DeviceInterval kernel(double from, double to, uint32_t stream = 7) {
   return {ns(from), ns(to), DeviceWorkKind::kKernel, stream};
 }
+// A kernel the host's launch call issued at `launched` (the CUPTI join on a GPU).
+DeviceInterval launched(double from, double to, double launched) {
+  DeviceInterval k = kernel(from, to);
+  k.launched_ns = ns(launched);
+  return k;
+}
 DeviceInterval copy(double from, double to, uint32_t stream = 7) {
   return {ns(from), ns(to), DeviceWorkKind::kMemcpy, stream};
 }
@@ -149,16 +155,60 @@ TEST(Starvation, SummaryAndSteadyRows) {
   EXPECT_NE(format_starvation_summary(s, "steady").find("median"), std::string::npos);
 }
 
+TEST(Starvation, GapsWhileTheHostTrailsAfterASyncAreSyncStarvedUntilItLeadsAgain) {
+  // A sync drains the device at 40 and returns at 41; the host then launches at 50, 60 and 70 kernels that each run
+  // 5 ms, so the device waits for every launch (gaps 40-50, 55-60, 65-70). The kernel launched at 70 is long
+  // (75-120) and the host issues the next two at 80 and 90, ahead of the device: 120-121 (its start lags its
+  // issue) is not starved, and the host's later trailing (gap 126-130 for a kernel issued at 130) follows no sync.
+  const auto rows = analyze_starvation({kernel(0, 40), launched(50, 55, 50), launched(60, 65, 60),
+                                        launched(70, 120, 70), launched(121, 126, 80), launched(130, 135, 130)},
+                                       {sync(10, 41)}, {window(0, 0, 140)});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_NEAR(rows[0].idle_ms, 10 + 5 + 5 + 1 + 4 + 5, kTol);
+  EXPECT_NEAR(rows[0].sync_starved_ms, 10 + 5 + 5, kTol) << "the drain: 40-50, 55-60, 65-70";
+  EXPECT_NEAR(rows[0].other_idle_ms, 1 + 4 + 5, kTol) << "after the host led again at 120; the tail 135-140";
+}
+
+TEST(Starvation, DrainEndsWhereWorkWasIssuedBeforeTheDeviceReachedIt) {
+  // Same drain, but the second kernel after the sync was issued at 52, before the first one ended at 55: the host
+  // leads from there (the gap 55-60 is latency), so only 40-50 is sync-starved; the gap 65-70 after it, though
+  // waited for, belongs to no drain.
+  const auto rows = analyze_starvation({kernel(0, 40), launched(50, 55, 50), launched(60, 65, 52),
+                                        launched(70, 80, 70)},
+                                       {sync(10, 41)}, {window(0, 0, 80)});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_NEAR(rows[0].sync_starved_ms, 10.0, kTol);
+  EXPECT_NEAR(rows[0].other_idle_ms, 10.0, kTol);
+}
+
+TEST(Starvation, WorkOverlappingTheSpanIssuedEarlyEndsTheDrain) {
+  // After the sync's gap, a second stream's kernel issued at 30 (before the drain) overlaps the first one: the
+  // host had work queued, so the later waited-for gap 70-75 is other idle. Without the launch time (0) the drain
+  // also ends there: an unknown launch never extends a drain.
+  DeviceInterval overlap_early = launched(55, 62, 30);
+  overlap_early.stream = 8;
+  for (int64_t known : {1, 0}) {
+    DeviceInterval first = launched(50, 60, 50);
+    if (!known) overlap_early.launched_ns = 0;
+    const auto rows = analyze_starvation({kernel(0, 40), first, overlap_early, launched(75, 80, 75)},
+                                         {sync(10, 41)}, {window(0, 0, 80)});
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_NEAR(rows[0].sync_starved_ms, 10.0, kTol) << "launch time known: " << known;
+    EXPECT_NEAR(rows[0].other_idle_ms, 13.0, kTol) << "launch time known: " << known;
+  }
+}
+
 // ---- a simulated device ----
 
-// One iteration: `launches` kernels (every fourth a long one), each costing the host `launch` to issue; the
-// device starts a kernel `latency` after its launch returns or when the previous kernel ends, whichever is
-// later. At most `queue_depth` kernels are outstanding (CUDA's launch queue: a full queue blocks the launch, so a
-// loop without syncs is paced by the device). `syncs` evenly spaced synchronizes each block the host until the
-// device drains, then cost `sync_cost` more.
+// One iteration: `launches` kernels, their lengths cycling through `kernel_ns`, each costing the host `launch` to
+// issue; the device starts a kernel `latency` after its launch returns or when the previous kernel ends, whichever
+// is later. At most `queue_depth` kernels are outstanding (CUDA's launch queue: a full queue blocks the launch, so
+// a loop without syncs is paced by the device). `syncs` evenly spaced synchronizes each block the host until the
+// device drains, then cost `sync_cost` more. Each kernel carries its launch time, as the CUPTI join gives it.
 struct SimulatedLoop {
   int launches = 100, syncs = 0, iterations = 14, queue_depth = 64;
-  int64_t launch = 6000, latency = 2000, sync_cost = 3000, short_kernel = 8000, long_kernel = 20000;  // ns
+  int64_t launch = 6000, latency = 2000, sync_cost = 3000;  // ns
+  std::vector<int64_t> kernel_ns = {20000, 8000, 8000, 8000};
 };
 
 DeviceProfile simulate(const SimulatedLoop& s) {
@@ -176,9 +226,9 @@ DeviceProfile simulate(const SimulatedLoop& s) {
       }
       host += s.launch;
       const int64_t start = std::max(host + s.latency, device_free);
-      device_free = start + (k % 4 == 0 ? s.long_kernel : s.short_kernel);
+      device_free = start + s.kernel_ns[static_cast<size_t>(k) % s.kernel_ns.size()];
       outstanding.push_back(device_free);
-      p.intervals.push_back({start, device_free, DeviceWorkKind::kKernel, 7});
+      p.intervals.push_back({start, device_free, DeviceWorkKind::kKernel, 7, /*launched_ns=*/host});
       if (s.syncs > 0 && (k + 1) % (s.launches / s.syncs) == 0) {
         const int64_t enter = host;
         host = std::max(host, device_free) + s.sync_cost;
@@ -191,23 +241,49 @@ DeviceProfile simulate(const SimulatedLoop& s) {
   return p;
 }
 
-TEST(Starvation, SimulatedDeviceSyncStarvedDeltaMatchesTheStepDelta) {
-  SimulatedLoop with_syncs, without;
-  with_syncs.syncs = 5;
+// Mean step time and sync-starved time per iteration, with and without syncs, over the steady iterations.
+struct SimulatedDeltas {
+  StarvationSummary with_syncs, without;
+  std::string tables;
+  double step() const { return with_syncs.mean.window_ms - without.mean.window_ms; }
+  double starved() const { return with_syncs.mean.sync_starved_ms - without.mean.sync_starved_ms; }
+};
+SimulatedDeltas simulated_deltas(SimulatedLoop with_syncs, int syncs) {
+  SimulatedLoop without = with_syncs;
+  with_syncs.syncs = syncs;
+  without.syncs = 0;
   const auto a = steady_rows(analyze_starvation(simulate(with_syncs)), 2, 1);
   const auto b = steady_rows(analyze_starvation(simulate(without)), 2, 1);
-  const StarvationSummary sa = summarize_starvation(a), sb = summarize_starvation(b);
-  const double step_delta = sa.mean.window_ms - sb.mean.window_ms;
-  const double starved_delta = sa.mean.sync_starved_ms - sb.mean.sync_starved_ms;
+  return {summarize_starvation(a), summarize_starvation(b),
+          format_starvation_table(a, "with syncs") + format_starvation_table(b, "without")};
+}
+
+TEST(Starvation, SimulatedDeviceSyncStarvedDeltaMatchesTheStepDelta) {
+  const SimulatedDeltas d = simulated_deltas(SimulatedLoop{}, 5);
   // The device needs 25 x 20 + 75 x 8 = 1100 us per iteration and the host 600 us: without syncs the device never
   // idles; each sync then costs one drain-to-next-kernel gap of sync_cost + launch + latency = 11 us.
-  EXPECT_NEAR(sb.mean.window_ms, 1.100, 1e-6) << "no syncs: paced by the device";
-  EXPECT_NEAR(sb.mean.idle_ms, 0.0, 1e-6);
-  EXPECT_GT(step_delta, 0.040) << "five syncs per iteration must cost step time";
-  EXPECT_NEAR(starved_delta, step_delta, 0.10 * step_delta)
-      << "sync-starved delta " << starved_delta << " ms vs step delta " << step_delta << " ms\n"
-      << format_starvation_table(a, "with syncs") << format_starvation_table(b, "without");
-  EXPECT_EQ(sa.median.syncs, 5);
+  EXPECT_NEAR(d.without.mean.window_ms, 1.100, 1e-6) << "no syncs: paced by the device";
+  EXPECT_NEAR(d.without.mean.idle_ms, 0.0, 1e-6);
+  EXPECT_GT(d.step(), 0.040) << "five syncs per iteration must cost step time";
+  EXPECT_NEAR(d.starved(), d.step(), 0.10 * d.step())
+      << "sync-starved delta " << d.starved() << " ms vs step delta " << d.step() << " ms\n" << d.tables;
+  EXPECT_EQ(d.with_syncs.median.syncs, 5);
+}
+
+TEST(Starvation, SimulatedHostTrailingAfterEachSyncIsAllSyncStarved) {
+  // The H200's shape (docs/profile.md): runs of kernels shorter than a launch. Each block is nine 3 us kernels
+  // and one 60 us kernel: the device needs 870 us per iteration, the host 600 us, so without syncs the host leads
+  // and the device never idles. A sync after a long kernel empties the queue; the host then trails through the
+  // next block (11 us before its first kernel, 3 us before each of the other nine) until the long kernel lets it
+  // lead again. Every one of those gaps is the sync's cost; counting only the first (11 us of 38 us) would put
+  // over two thirds of the step delta in "other".
+  SimulatedLoop loop;
+  loop.kernel_ns = {3000, 3000, 3000, 3000, 3000, 3000, 3000, 3000, 3000, 60000};
+  const SimulatedDeltas d = simulated_deltas(loop, 5);
+  EXPECT_NEAR(d.without.mean.idle_ms, 0.0, 1e-6) << d.tables;
+  EXPECT_NEAR(d.step(), 5 * 0.038, 1e-6) << "five drains of 11 + 9 x 3 us\n" << d.tables;
+  EXPECT_NEAR(d.starved(), d.step(), 0.10 * d.step())
+      << "sync-starved delta " << d.starved() << " ms vs step delta " << d.step() << " ms\n" << d.tables;
 }
 
 }  // namespace

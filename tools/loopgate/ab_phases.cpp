@@ -223,6 +223,9 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
         pa = arm_profile(o.arm_a, phases, profile.rows);
         pb = arm_profile(o.arm_b, phases, profile.rows);
         print_arm_profiles(pa, pb, profile.dropped_records);
+        std::printf("launch times joined for %lld of %lld device intervals (sync-starved follows a drain only "
+                    "through work whose launch time is known)\n",
+                    static_cast<long long>(profile.launch_times), static_cast<long long>(profile.intervals));
       }
       if (!o.json_path.empty()) {
         nlohmann::json j = ab_report_json(sa, sb, s);
@@ -239,7 +242,9 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
                           {"b", arm_profile_json(pb)},
                           {"step_delta_ms", pa.step_ms - pb.step_ms},
                           {"sync_starved_delta_ms", pa.device.sync_starved_ms - pb.device.sync_starved_ms},
-                          {"dropped_records", profile.dropped_records}};
+                          {"dropped_records", profile.dropped_records},
+                          {"intervals", profile.intervals},
+                          {"launch_times", profile.launch_times}};
         std::ofstream(o.json_path) << j.dump(1) << "\n";
       }
       std::fflush(stdout);

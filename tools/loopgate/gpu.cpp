@@ -157,6 +157,8 @@ ProfileReport profile_report() {
   r.available = !p.windows.empty() || !p.intervals.empty();
   r.rows = analyze_starvation(p);
   r.dropped_records = p.dropped_records;
+  r.intervals = static_cast<int64_t>(p.intervals.size());
+  r.launch_times = p.launch_times;
 #endif
   return r;
 }
@@ -170,8 +172,10 @@ void profile_print(int rank) {
   const std::vector<StarvationRow> steady = steady_rows(r.rows);
   std::printf("%s", format_starvation_summary(summarize_starvation(steady),
                                               "steady state (the first and the last iteration left out)").c_str());
-  std::printf("sync-starved: device idle that follows a host sync's return until the next device work (from the "
-              "sync's enter when the device drained later); other idle: the rest (docs/profile.md)\n");
+  std::printf("sync-starved: device idle from a host sync's return (or its enter, when the device drained later) "
+              "while the device waits for each next launch, until work the host issued ahead; other idle: the rest "
+              "(docs/profile.md). Launch times joined for %lld of %lld device intervals\n",
+              static_cast<long long>(r.launch_times), static_cast<long long>(r.intervals));
   if (r.dropped_records > 0)
     std::printf("WARNING: CUPTI dropped %lld activity record(s): busy time is a lower bound\n",
                 static_cast<long long>(r.dropped_records));

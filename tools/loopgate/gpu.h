@@ -45,6 +45,7 @@ struct ProfileReport {
   bool available = false;
   std::vector<StarvationRow> rows;
   int64_t dropped_records = 0;
+  int64_t intervals = 0, launch_times = 0;  // device intervals, and those joined to their launch call
 };
 ProfileReport profile_report();
 // The per-iteration table and the steady-state summary (the first and the last iteration left out).

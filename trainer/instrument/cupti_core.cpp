@@ -275,6 +275,14 @@ bool Engine::start(const char* name, Hooks* hooks, bool want_nvtx, std::string* 
   return true;
 }
 
+bool Engine::set_runtime_calls(bool on, std::string* why) {
+  if (!active_.load()) return !on;
+  const CUptiResult rc = cuptiEnableDomain(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API);
+  if (rc == CUPTI_SUCCESS) return true;
+  if (why) *why = "cuptiEnableDomain(runtime) failed: " + cupti_error_text(rc);
+  return false;
+}
+
 void Engine::stop() {
   if (!active_.exchange(false)) return;
   cuptiEnableDomain(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);
@@ -288,6 +296,11 @@ void Engine::on_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
     t_in_callback = true;
     hooks_->on_nvtx(cbid, cbdata);
     t_in_callback = false;
+    return;
+  }
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    const auto* r = static_cast<const CUpti_CallbackData*>(cbdata);
+    if (r->callbackSite == CUPTI_API_EXIT) hooks_->on_issue(r->correlationId);
     return;
   }
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
@@ -305,6 +318,9 @@ void Engine::on_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
   t_in_callback = true;
   const CallKind kind = classify_driver_call(cbid, d->functionParams);
   if (kind != CallKind::kOther) hooks_->on_blocking_call(kind, t1 - t0);
+  const bool copy = d->functionName && (std::strncmp(d->functionName, "cuMemcpy", 8) == 0 ||
+                                        std::strncmp(d->functionName, "cuMemset", 8) == 0);
+  if (copy || launch_kind(cbid) != LaunchKind::kNone) hooks_->on_issue(d->correlationId);
   int64_t iteration = 0;
   std::string site;
   const bool counted = hooks_->attribute(kind, ms, &iteration, &site);
@@ -320,9 +336,7 @@ void Engine::on_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
     case LaunchKind::kGraph: ++t.graph_launches; break;
     case LaunchKind::kNone: break;
   }
-  if (d->functionName && (std::strncmp(d->functionName, "cuMemcpy", 8) == 0 ||
-                          std::strncmp(d->functionName, "cuMemset", 8) == 0))
-    ++t.copies;
+  if (copy) ++t.copies;
   t.blocked_ms += ms;
   switch (kind) {
     case CallKind::kSynchronize: ++t.synchronizes; t.sync_ms += ms; break;

@@ -41,6 +41,9 @@ class Hooks {
   // Every blocking call (kind != kOther) not paused, before attribute(): `call_ns` is its enter -> exit time on
   // the steady clock. The counter's profile mode places it on CUPTI's clock (starvation.h's HostSyncCall).
   virtual void on_blocking_call(CallKind /*kind*/, uint64_t /*call_ns*/) {}
+  // A call that may have put work on a stream (a driver launch or copy/memset call; with runtime calls on, every
+  // runtime call), at API exit: its correlation id is the one CUPTI's activity record of that work carries.
+  virtual void on_issue(uint32_t /*correlation_id*/) {}
   virtual void on_nvtx(CUpti_CallbackId /*cbid*/, const void* /*nvtx_data*/) {}
   virtual void on_profiler(bool /*start*/) {}  // cuProfilerStart / cuProfilerStop
 };
@@ -52,6 +55,9 @@ class Engine {
   void stop();
   bool active() const { return active_.load(); }
   void set_paused(bool p) { paused_.store(p); }
+  // Runtime-domain callbacks too (Hooks::on_issue only): a kernel launched through the runtime may carry the
+  // runtime call's correlation id rather than the driver call's. False with *why when CUPTI refuses.
+  bool set_runtime_calls(bool on, std::string* why);
   void set_slow_call_us(double us) { slow_ms_.store(us / 1000.0); }
   double slow_call_ms() const { return slow_ms_.load(); }
 

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <unordered_map>
 
 #include "trainer/common/error.h"
 #include "trainer/instrument/cupti_core.h"
@@ -28,6 +29,7 @@ struct CuptiSyncCounter::Impl : cupti::Hooks {
   std::atomic<bool> profiling{false};
   std::mutex profile_mu;
   std::vector<HostSyncCall> syncs;
+  std::vector<std::pair<uint32_t, int64_t>> issues;  // (correlation id, CUPTI-clock exit) of calls issuing work
   std::vector<IterationWindow> windows;   // ended
   IterationWindow open_window{-1, 0, 0};  // iteration < 0: none open
 
@@ -38,6 +40,13 @@ struct CuptiSyncCounter::Impl : cupti::Hooks {
     const int64_t exit = cupti::timestamp_ns();
     std::lock_guard<std::mutex> lock(profile_mu);
     syncs.push_back({exit - static_cast<int64_t>(call_ns), exit});
+  }
+
+  void on_issue(uint32_t correlation_id) override {
+    if (!profiling.load(std::memory_order_relaxed)) return;
+    const int64_t exit = cupti::timestamp_ns();
+    std::lock_guard<std::mutex> lock(profile_mu);
+    issues.emplace_back(correlation_id, exit);
   }
 
   // An iteration begins (iteration < 0: none does): the open window ends here.
@@ -94,6 +103,7 @@ void CuptiSyncCounter::reset() {
   cupti::ActivityRecorder::instance().reset();
   std::lock_guard<std::mutex> lock(impl_->profile_mu);
   impl_->syncs.clear();
+  impl_->issues.clear();
   impl_->windows.clear();
   impl_->open_window = {-1, 0, 0};
 }
@@ -111,6 +121,12 @@ bool CuptiSyncCounter::start_profile() {
     impl_->why = "profile: " + why;
     return false;
   }
+  // Runtime calls too: a kernel's activity record may carry its runtime launch's correlation id (the join).
+  if (!impl_->engine.set_runtime_calls(true, &why)) {
+    cupti::ActivityRecorder::instance().stop();
+    impl_->why = "profile: " + why;
+    return false;
+  }
   impl_->profiling.store(true);
   // A lambda in a member function may reach impl_; captureless, so it is the plain function pointer error.h keeps.
   set_iteration_observer([](long long iteration) { instance().impl_->mark(iteration); });
@@ -124,6 +140,7 @@ void CuptiSyncCounter::stop_profile() {
   impl_->mark(-1);
   impl_->profiling.store(false);
   set_iteration_observer(nullptr);
+  impl_->engine.set_runtime_calls(false, nullptr);
   cupti::ActivityRecorder::instance().stop();
 }
 
@@ -138,6 +155,13 @@ DeviceProfile CuptiSyncCounter::profile() {
   std::lock_guard<std::mutex> lock(impl_->profile_mu);
   p.syncs = impl_->syncs;
   p.windows = impl_->windows;
+  std::unordered_map<uint32_t, int64_t> issued(impl_->issues.begin(), impl_->issues.end());
+  for (DeviceInterval& i : p.intervals) {
+    auto it = i.correlation ? issued.find(i.correlation) : issued.end();
+    if (it == issued.end()) continue;
+    i.launched_ns = it->second;
+    ++p.launch_times;
+  }
   return p;
 }
 

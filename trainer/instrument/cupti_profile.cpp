@@ -1,5 +1,5 @@
 // The activity recorder (cupti_profile.h). Record layouts are CUPTI 13's (cupti_activity.h): CUpti_ActivityKernel10,
-// CUpti_ActivityMemcpy6, CUpti_ActivityMemset4; only start, end and streamId are read, through the generic
+// CUpti_ActivityMemcpy6, CUpti_ActivityMemset4; only start, end, streamId and correlationId are read, through the generic
 // CUpti_Activity kind switch, so any other kind in a buffer is skipped.
 #include "trainer/instrument/cupti_profile.h"
 
@@ -39,7 +39,8 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
 template <class Record>
 DeviceInterval interval_of(const CUpti_Activity* r, DeviceWorkKind kind) {
   const auto* x = reinterpret_cast<const Record*>(r);
-  return {static_cast<int64_t>(x->start), static_cast<int64_t>(x->end), kind, x->streamId};
+  return {static_cast<int64_t>(x->start), static_cast<int64_t>(x->end), kind, x->streamId, /*launched_ns=*/0,
+          x->correlationId};
 }
 
 // A kernel, copy or memset as an interval; false for any other record (or one without both timestamps).

@@ -22,48 +22,67 @@ double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 // ---- the timeline ----
 
-// The union of the intervals as sorted, disjoint spans (overlapping or touching intervals merge).
-std::vector<Span> busy_spans(const std::vector<DeviceInterval>& intervals) {
-  std::vector<Span> s;
-  for (const DeviceInterval& i : intervals)
-    if (i.end_ns > i.start_ns) s.push_back({i.start_ns, i.end_ns});
-  std::sort(s.begin(), s.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
-  std::vector<Span> merged;
-  for (const Span& x : s) {
-    if (!merged.empty() && x.begin <= merged.back().end) {
-      merged.back().end = std::max(merged.back().end, x.end);
-    } else {
-      merged.push_back(x);
+// Where the device, done with everything so far, moved to its next work: an idle gap [begin, end) (begin == end
+// when the work overlapped or touched what ran before). `waited`: the host launched that work only at or after
+// `begin`, so the device waited for the launch; false when the work was already issued (or its launch time is
+// unknown). The timeline opens with an unbounded gap before the first work and closes with one after the last.
+struct Boundary {
+  int64_t begin, end;
+  bool waited;
+};
+
+struct Timeline {
+  std::vector<Span> busy;            // the union of the intervals: sorted, disjoint (touching intervals merge)
+  std::vector<Boundary> boundaries;  // in time order
+};
+
+Timeline timeline_of(std::vector<DeviceInterval> work) {
+  work.erase(std::remove_if(work.begin(), work.end(), [](const DeviceInterval& i) { return i.end_ns <= i.start_ns; }),
+             work.end());
+  std::sort(work.begin(), work.end(), [](const DeviceInterval& a, const DeviceInterval& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.launched_ns < b.launched_ns;
+  });
+  Timeline t;
+  int64_t free_at = kMinusInf;  // when the device finished everything before the current interval
+  for (const DeviceInterval& x : work) {
+    const bool waited = x.launched_ns > 0 && x.launched_ns >= free_at;
+    if (x.start_ns > free_at) {  // an idle gap, then a new busy span
+      t.boundaries.push_back({free_at, x.start_ns, waited});
+      t.busy.push_back({x.start_ns, x.end_ns});
+    } else {  // overlaps or touches the span so far
+      t.boundaries.push_back({x.start_ns, x.start_ns, waited});
+      t.busy.back().end = std::max(t.busy.back().end, x.end_ns);
     }
+    free_at = t.busy.back().end;
   }
-  return merged;
+  t.boundaries.push_back({free_at, kPlusInf, false});
+  return t;
 }
 
-// The idle gaps between busy spans, unbounded before the first and after the last.
-std::vector<Span> idle_gaps(const std::vector<Span>& busy) {
-  std::vector<Span> gaps;
-  int64_t from = kMinusInf;
-  for (const Span& b : busy) {
-    if (b.begin > from) gaps.push_back({from, b.begin});
-    from = b.end;
-  }
-  gaps.push_back({from, kPlusInf});
-  return gaps;
-}
-
-// Of each gap, the part after a host sync: from max(g0, enter) of the earliest-starting sync whose exit lies in
-// the gap, to the gap's end. Sorted and disjoint, as the gaps are.
-std::vector<Span> sync_starved_spans(const std::vector<Span>& gaps, std::vector<HostSyncCall> syncs) {
+// Sync-starved time, sorted and disjoint. A gap holding a host sync's exit is sync-starved from max(its begin,
+// the enter of the earliest-starting such sync) to its end: the host was blocked until the device drained. That
+// opens a drain: the queue is empty, so every later gap whose work the device waited for is sync-starved too,
+// until the first boundary where the work was already issued (the host leads again) or a gap the device did not
+// wait for (its work was issued, yet it started late: latency or a dependency, not the host).
+std::vector<Span> sync_starved_spans(const std::vector<Boundary>& boundaries, std::vector<HostSyncCall> syncs) {
   std::sort(syncs.begin(), syncs.end(),
             [](const HostSyncCall& a, const HostSyncCall& b) { return a.exit_ns < b.exit_ns; });
   std::vector<Span> starved;
+  bool draining = false;
   auto next = syncs.begin();
-  for (const Span& g : gaps) {
-    while (next != syncs.end() && next->exit_ns < g.begin) ++next;  // exited while the device was busy
+  for (const Boundary& b : boundaries) {
+    while (next != syncs.end() && next->exit_ns < b.begin) ++next;  // exited while the device was busy
     int64_t from = kPlusInf;
-    for (; next != syncs.end() && next->exit_ns < g.end; ++next)
-      from = std::min(from, std::max(g.begin, next->enter_ns));
-    if (from < g.end) starved.push_back({from, g.end});
+    for (; next != syncs.end() && next->exit_ns < b.end; ++next)
+      from = std::min(from, std::max(b.begin, next->enter_ns));
+    if (from < b.end) {
+      starved.push_back({from, b.end});
+      draining = true;
+    } else if (draining && b.waited) {
+      if (b.end > b.begin) starved.push_back({b.begin, b.end});
+    } else {
+      draining = false;
+    }
   }
   return starved;
 }
@@ -96,8 +115,9 @@ double median_of(std::vector<double> v) {
 std::vector<StarvationRow> analyze_starvation(const std::vector<DeviceInterval>& intervals,
                                               const std::vector<HostSyncCall>& syncs,
                                               const std::vector<IterationWindow>& windows) {
-  const std::vector<Span> busy = busy_spans(intervals);
-  const std::vector<Span> starved = sync_starved_spans(idle_gaps(busy), syncs);
+  const Timeline timeline = timeline_of(intervals);
+  const std::vector<Span>& busy = timeline.busy;
+  const std::vector<Span> starved = sync_starved_spans(timeline.boundaries, syncs);
   std::vector<int64_t> kernel_starts, copy_starts, sync_exits;
   for (const DeviceInterval& i : intervals)
     (i.kind == DeviceWorkKind::kKernel ? kernel_starts : copy_starts).push_back(i.start_ns);

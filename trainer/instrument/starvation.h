@@ -20,6 +20,8 @@ struct DeviceInterval {
   int64_t start_ns = 0, end_ns = 0;  // [start, end); end <= start is ignored
   DeviceWorkKind kind = DeviceWorkKind::kKernel;
   uint32_t stream = 0;
+  int64_t launched_ns = 0;   // when the host's launch call for it returned; 0: unknown
+  uint32_t correlation = 0;  // CUPTI's correlation id, joining it to its launch call; 0: none
 };
 
 struct HostSyncCall {  // a driver call that blocked the host on the device (synchronize, sync or pageable copy)
@@ -36,6 +38,7 @@ struct DeviceProfile {
   std::vector<HostSyncCall> syncs;
   std::vector<IterationWindow> windows;
   int64_t dropped_records = 0;  // activity records CUPTI could not deliver (busy time is then a lower bound)
+  int64_t launch_times = 0;     // intervals whose launch call was joined (launched_ns set)
 };
 
 // ---- the analysis ----
@@ -43,9 +46,13 @@ struct DeviceProfile {
 // Per iteration. busy = the UNION of the device intervals across streams, clipped to the window (two kernels
 // overlapping on two streams are busy once); idle = window - busy. Sync-starved: an idle gap [g0, g1) of the
 // device's whole timeline that contains a host sync's exit counts as sync-starved from max(g0, that sync's enter)
-// to g1 (the earliest such start when several syncs exit in it), clipped to the window; other idle = idle -
-// sync-starved. So a gap that began while the host was still doing other work is "other" until the host entered
-// the sync, and a gap with no sync exit in it is all "other" (the host was simply slower than the device).
+// to g1 (the earliest such start when several syncs exit in it). The sync left the launch queue empty, so the
+// device stays starved while the host trails: each later gap whose next work was launched only at or after the
+// gap began (launched_ns >= g0: the device waited for the launch) is sync-starved too, until the first work that
+// was already issued when the device reached it (the host leads again; also when launched_ns is unknown).
+// Everything is clipped to the window; other idle = idle - sync-starved. So a gap that began while the host was
+// still doing other work is "other" until the host entered the sync, and idle with no sync before it in the
+// drain is all "other" (the host was simply slower than the device).
 struct StarvationRow {
   int64_t iteration = 0;
   double window_ms = 0, busy_ms = 0, idle_ms = 0, sync_starved_ms = 0, other_idle_ms = 0;
