@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# ci/bench-compare.sh A.json B.json [compare.py options]: Google Benchmark's own tools/compare.py on two
-# loopgate_bench JSON files (docs/bench.md): it pairs the runs by name and prints the relative change of time
-# and CPU time; with --benchmark_repetitions >= 2 on both sides, a Mann-Whitney U test per benchmark. loopgate
-# writes no statistics of its own here (`loopgate ab --arms` has them, for arms alternating in one process).
+# ci/bench-compare.sh: Google Benchmark's own compare.py on loopgate_bench JSON (docs/bench.md).
+#   ci/bench-compare.sh [compare.py options] A.json B.json              two runs, paired by benchmark name
+#   ci/bench-compare.sh [compare.py options] --filters F.json ARM_A ARM_B
+#                                                  two arms inside one run (e.g. step/.../baseline vs .../onesync)
+# compare.py gives the relative change of time and CPU time per benchmark and, with --benchmark_repetitions >= 2
+# on both sides, a Mann-Whitney U test (9 or more repetitions advised). `-d OUT.json` also writes its comparison
+# as JSON. loopgate adds no statistics here; `loopgate ab --arms` has its own, for arms alternating in one process.
 #
-# compare.py is not packaged by Debian (libbenchmark-dev ships no tools/) nor on PyPI as a command. Point
-# GBENCH_COMPARE at tools/compare.py of a google/benchmark checkout (the tag matching the library, v1.7.1 here);
-# it needs python3 with numpy and scipy:
-#   git clone --depth 1 -b v1.7.1 https://github.com/google/benchmark /opt/gbench
-#   python3 -m pip install numpy scipy
-#   GBENCH_COMPARE=/opt/gbench/tools/compare.py ci/bench-compare.sh base.json cand.json
+# compare.py: $GBENCH_COMPARE, else Debian's libbenchmark-tools (/usr/share/benchmark/compare.py, installed by
+# ci/deps-cpu.sh), else tools/compare.py of a google/benchmark checkout at $BENCHMARK_SRC. It needs python3 with
+# numpy and scipy (Debian: python3-numpy python3-scipy, found through /usr/bin/python3 when the python3 on PATH
+# lacks them).
 # Exit: compare.py's, or 2 when it cannot run (no file, no compare.py, no numpy/scipy), with one line saying why.
 set -uo pipefail
 
@@ -18,17 +19,29 @@ die2() {
   exit 2
 }
 
-[ $# -ge 2 ] || die2 "usage: ci/bench-compare.sh A.json B.json [compare.py options]"
-a=$1 b=$2
-shift 2
-for f in "$a" "$b"; do
+opts=()
+while [ $# -gt 0 ] && [ "$1" != --filters ] && [[ "$1" == -* ]]; do
+  case "$1" in
+    -d|--dump_to_json|--alpha) [ $# -ge 2 ] || die2 "$1 needs a value"; opts+=("$1" "$2"); shift 2 ;;
+    *) opts+=("$1"); shift ;;
+  esac
+done
+if [ "${1:-}" = --filters ]; then
+  [ $# -eq 4 ] || die2 "usage: ci/bench-compare.sh [options] --filters F.json ARM_A ARM_B"
+  files=("$2")
+  mode=(filters "$2" "$3" "$4")
+else
+  [ $# -eq 2 ] || die2 "usage: ci/bench-compare.sh [options] A.json B.json (or --filters F.json ARM_A ARM_B)"
+  files=("$1" "$2")
+  mode=(benchmarks "$1" "$2")
+fi
+for f in "${files[@]}"; do
   [ -r "$f" ] || die2 "$f: cannot read the file"
 done
 
 compare="${GBENCH_COMPARE:-}"
 if [ -z "$compare" ]; then
-  for c in "${BENCHMARK_SRC:-/nonexistent}/tools/compare.py" /usr/share/benchmark/tools/compare.py \
-           /usr/local/share/benchmark/tools/compare.py; do
+  for c in /usr/share/benchmark/compare.py "${BENCHMARK_SRC:-/nonexistent}/tools/compare.py"; do
     if [ -r "$c" ]; then
       compare=$c
       break
@@ -36,8 +49,14 @@ if [ -z "$compare" ]; then
   done
 fi
 [ -n "$compare" ] && [ -r "$compare" ] ||
-  die2 "Google Benchmark's tools/compare.py is not installed (not in libbenchmark-dev); set GBENCH_COMPARE to a checkout's tools/compare.py (see the comment at the top of this script)"
-python3 -c 'import numpy, scipy' 2>/dev/null ||
-  die2 "$compare needs python3 with numpy and scipy (python3 -m pip install numpy scipy)"
+  die2 "Google Benchmark's compare.py is not installed: apt-get install libbenchmark-tools (or set GBENCH_COMPARE)"
+py=""
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c 'import numpy, scipy' 2>/dev/null; then
+    py=$p
+    break
+  fi
+done
+[ -n "$py" ] || die2 "$compare needs python3 with numpy and scipy (apt-get install python3-numpy python3-scipy)"
 
-exec python3 "$compare" "$@" benchmarks "$a" "$b"
+exec "$py" "$compare" --no-color "${opts[@]}" "${mode[@]}"

@@ -2,8 +2,10 @@
 # Installs loopgate's CPU build and test dependencies on Debian 12. Idempotent; run as root (or with sudo).
 set -euo pipefail
 # chromium: the report_browser test renders `loopgate report`'s page headless (~122 MB download, ~410 MB disk).
-pkgs=(libtorch-dev libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-      libcli11-dev libfmt-dev clang lld ccache ninja-build cmake git python3 libopenblas0-serial chromium
+# libbenchmark-tools, python3-numpy, python3-scipy: Google Benchmark's compare.py (ci/bench-compare.sh).
+pkgs=(libtorch-dev libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev libbenchmark-tools
+      python3-numpy python3-scipy nlohmann-json3-dev libcli11-dev libfmt-dev clang lld ccache ninja-build cmake git
+      python3 libopenblas0-serial chromium
       libclang-rt-14-dev)  # libclang-rt: libFuzzer and the sanitizer runtimes (ci/fuzz.sh, preset cpu-asan)
 # fp32 matmul goes through the libblas.so.3 alternative: single-threaded OpenBLAS (6x the reference BLAS's
 # sgemm; the golden values were made with it, golden/*/environment_cpu.json "blas").
