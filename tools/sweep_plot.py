@@ -31,20 +31,25 @@ def parse(path):
     busy = re.search(r"^A\s+\S+\s+\d+\s+" + NUM + r"\s+" + NUM + r"\s+" + NUM + r"\s+" + NUM + r"\s+" + NUM, text,
                      re.M)
     row["busy_a"] = float(busy.group(3)) if busy else None
-    delta = re.search(r"A - B: step time " + NUM + r" ms/iteration, sync-starved " + NUM + r" ms/iteration, idle " +
-                      NUM, text)
-    row["d_step"], row["d_starved"], row["d_idle"] = (
-        (float(delta.group(1)), float(delta.group(2)), float(delta.group(3))) if delta else (None, None, None))
+    # "A - B: step time S ms/iteration, launch-starved L, sync-starved Y, idle I" (before launch-starved existed:
+    # "... S ms/iteration, sync-starved Y ms/iteration, idle I ...").
+    delta = re.search(r"A - B: step time " + NUM + r" ms/iteration, (?:launch-starved " + NUM + r", )?sync-starved " +
+                      NUM + r"(?: ms/iteration)?, idle " + NUM, text)
+    row["d_step"], row["d_launch"], row["d_starved"], row["d_idle"] = (
+        (float(delta.group(1)), float(delta.group(2)) if delta.group(2) else None, float(delta.group(3)),
+         float(delta.group(4))) if delta else (None, None, None, None))
     return row
 
 
 def table(rows):
     out = ["| fixture | model h×L×s | log interval | samples | median A ms/it | median B ms/it | ratio B/A | HL shift "
-           "[95 % CI] ms/it | p (exact) | A busy ms/it | Δstep / Δsync-starved / Δidle ms/it | bits |",
+           "[95 % CI] ms/it | p (exact) | A busy ms/it | Δstep / Δlaunch-starved / Δsync-starved / Δidle ms/it | bits |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         busy = f"{r['busy_a']:.1f}" if r["busy_a"] is not None else "—"
-        d = (f"{r['d_step']:.1f} / {r['d_starved']:.1f} / {r['d_idle']:.1f}" if r["d_step"] is not None else "—")
+        launch = f"{r['d_launch']:.1f}" if r["d_launch"] is not None else "—"
+        d = (f"{r['d_step']:.1f} / {launch} / {r['d_starved']:.1f} / {r['d_idle']:.1f}" if r["d_step"] is not None
+             else "—")
         out.append(f"| {r['fixture']} | {r['size']} | {r['li']} | {r['n']} v {r['n']} | {r['med_a']:.1f} | "
                    f"{r['med_b']:.1f} | {r['ratio']:.3f} | {r['shift']:.1f} [{r['lo']:.1f}, {r['hi']:.1f}] | "
                    f"{r['p']:.4g} | {busy} | {d} | {'identical' if r['identical'] else 'DIFFER: void'} |")

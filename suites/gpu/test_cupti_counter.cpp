@@ -212,6 +212,7 @@ TEST_F(CuptiProfileTest, IdleWithoutASyncIsOtherIdle) {
   std::string table;
   const StarvationRow r = row_zero(&table);
   EXPECT_GE(r.other_idle_ms, 4.5) << "5 ms of host sleep with no sync before it\n" << table;
+  EXPECT_GE(r.launch_starved_ms, 4.5) << "the device waited for the add the sleeping host launched\n" << table;
   EXPECT_LT(r.sync_starved_ms, 0.5) << "only the moments after the final synchronize returns\n" << table;
   EXPECT_GE(r.kernels, 2) << table;
   std::printf("%s", table.c_str());
@@ -239,6 +240,7 @@ TEST_F(CuptiProfileTest, DeviceStaysSyncStarvedWhileTheHostTrailsUntilItLeads) {
   EXPECT_GE(r.sync_starved_ms, 4.5) << "five 1 ms waits for the trailing host after the synchronize\n" << table;
   EXPECT_LT(r.sync_starved_ms, 10.0) << "not the drain after the matmuls: the host led there\n" << table;
   EXPECT_GE(r.other_idle_ms, 10.0) << "the 40 ms sleep, once the matmuls ended\n" << table;
+  EXPECT_GE(r.launch_starved_ms, r.sync_starved_ms + 10.0) << "that sleep waited for a launch too\n" << table;
   std::printf("%s", table.c_str());
 }
 

@@ -64,6 +64,7 @@ TEST(Starvation, GapHoldingASyncExitIsSyncStarvedFromTheGapsStart) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_NEAR(rows[0].idle_ms, 20.0, kTol);
   EXPECT_NEAR(rows[0].sync_starved_ms, 20.0, kTol) << "from max(gap start 40, enter 10) to 60";
+  EXPECT_NEAR(rows[0].launch_starved_ms, 20.0, kTol) << "sync-starved is launch-starved too, launch time or not";
   EXPECT_NEAR(rows[0].other_idle_ms, 0.0, kTol);
   EXPECT_EQ(rows[0].syncs, 1);
 }
@@ -167,6 +168,9 @@ TEST(Starvation, GapsWhileTheHostTrailsAfterASyncAreSyncStarvedUntilItLeadsAgain
   EXPECT_NEAR(rows[0].idle_ms, 10 + 5 + 5 + 1 + 4 + 5, kTol);
   EXPECT_NEAR(rows[0].sync_starved_ms, 10 + 5 + 5, kTol) << "the drain: 40-50, 55-60, 65-70";
   EXPECT_NEAR(rows[0].other_idle_ms, 1 + 4 + 5, kTol) << "after the host led again at 120; the tail 135-140";
+  EXPECT_NEAR(rows[0].launch_starved_ms, 10 + 5 + 5 + 4, kTol)
+      << "every gap the device waited for a launch, the trailing one after the drain (126-130) too; not 120-121 "
+         "(issued at 80) nor the tail (no next work)";
 }
 
 TEST(Starvation, DrainEndsWhereWorkWasIssuedBeforeTheDeviceReachedIt) {
@@ -284,6 +288,25 @@ TEST(Starvation, SimulatedHostTrailingAfterEachSyncIsAllSyncStarved) {
   EXPECT_NEAR(d.step(), 5 * 0.038, 1e-6) << "five drains of 11 + 9 x 3 us\n" << d.tables;
   EXPECT_NEAR(d.starved(), d.step(), 0.10 * d.step())
       << "sync-starved delta " << d.starved() << " ms vs step delta " << d.step() << " ms\n" << d.tables;
+  EXPECT_NEAR(d.with_syncs.mean.launch_starved_ms - d.without.mean.launch_starved_ms, d.step(), 0.10 * d.step())
+      << d.tables;
+}
+
+TEST(Starvation, SimulatedHostBoundLoopLaunchStarvedDeltaMatchesTheStepDelta) {
+  // Host-bound, as the H200's default model and onesync at 2048x4x1024 (docs/profile.md): 4 us kernels behind
+  // 6 us launches, so the device waits for every launch with or without syncs. The syncs add their round trips to
+  // the host's path and the device waits that much longer: the launch-starved delta is the step delta. The
+  // sync-starved delta is not: after a sync the host never leads again before the next one, so all of the
+  // with-syncs arm's launch starvation lies in drains, the part it would have had anyway included.
+  SimulatedLoop loop;
+  loop.kernel_ns = {4000};
+  const SimulatedDeltas d = simulated_deltas(loop, 5);
+  EXPECT_NEAR(d.without.mean.busy_ms, 0.400, 1e-6) << d.tables;
+  EXPECT_NEAR(d.without.mean.launch_starved_ms, d.without.mean.idle_ms, 1e-6) << "all idle waits for a launch";
+  EXPECT_GT(d.step(), 0.020) << d.tables;
+  EXPECT_NEAR(d.with_syncs.mean.launch_starved_ms - d.without.mean.launch_starved_ms, d.step(), 0.10 * d.step())
+      << d.tables;
+  EXPECT_GT(d.starved(), 2 * d.step()) << "sync-starved counts the drains whole\n" << d.tables;
 }
 
 }  // namespace

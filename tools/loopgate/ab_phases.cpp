@@ -68,51 +68,38 @@ ArmProfile arm_profile(const std::string& arm, const std::vector<PhaseRecord>& p
                        const std::vector<StarvationRow>& rows) {
   ArmProfile out;
   out.arm = arm;
-  std::vector<double> step, window, busy, idle, starved, other, kernels, copies, syncs;
+  std::vector<double> step;
+  std::vector<StarvationRow> means;  // one per measured phase
   for (const PhaseRecord& p : phases) {
     if (p.warmup || p.arm != arm) continue;
     std::vector<StarvationRow> in_phase;
     for (const StarvationRow& r : rows)
       if (r.iteration >= p.first_iteration && r.iteration < p.first_iteration + p.iterations) in_phase.push_back(r);
     if (in_phase.empty()) continue;
-    const StarvationRow m = summarize_starvation(in_phase).mean;
     step.push_back(p.ms_per_iteration);
-    window.push_back(m.window_ms);
-    busy.push_back(m.busy_ms);
-    idle.push_back(m.idle_ms);
-    starved.push_back(m.sync_starved_ms);
-    other.push_back(m.other_idle_ms);
-    kernels.push_back(static_cast<double>(m.kernels));
-    copies.push_back(static_cast<double>(m.copies));
-    syncs.push_back(static_cast<double>(m.syncs));
+    means.push_back(summarize_starvation(in_phase).mean);
   }
   out.phases = step.size();
   out.step_ms = median(step);
-  out.device.window_ms = median(window);
-  out.device.busy_ms = median(busy);
-  out.device.idle_ms = median(idle);
-  out.device.sync_starved_ms = median(starved);
-  out.device.other_idle_ms = median(other);
-  out.device.kernels = static_cast<int64_t>(median(kernels));
-  out.device.copies = static_cast<int64_t>(median(copies));
-  out.device.syncs = static_cast<int64_t>(median(syncs));
+  out.device = summarize_starvation(means).median;
+  out.device.iteration = 0;
   return out;
 }
 
 void print_arm_profiles(const ArmProfile& a, const ArmProfile& b, int64_t dropped) {
   std::printf("\ndevice profile, rank 0 (CUPTI activity; docs/profile.md): per arm, the median over its measured "
               "phases of each phase's mean per iteration\n");
-  std::printf("%-5s %-12s %7s %10s %10s %10s %10s %13s %11s %8s %6s\n", "side", "arm", "phases", "step-ms",
-              "window-ms", "busy-ms", "idle-ms", "sync-starved", "other-idle", "kernels", "syncs");
+  std::printf("%-5s %-12s %7s %10s %10s %10s %10s %14s %13s %11s %8s %6s\n", "side", "arm", "phases", "step-ms",
+              "window-ms", "busy-ms", "idle-ms", "launch-starved", "sync-starved", "other-idle", "kernels", "syncs");
   for (const ArmProfile* p : {&a, &b})
-    std::printf("%-5s %-12s %7zu %10.3f %10.3f %10.3f %10.3f %13.3f %11.3f %8lld %6lld\n", p == &a ? "A" : "B",
-                p->arm.c_str(), p->phases, p->step_ms, p->device.window_ms, p->device.busy_ms, p->device.idle_ms,
-                p->device.sync_starved_ms, p->device.other_idle_ms, static_cast<long long>(p->device.kernels),
-                static_cast<long long>(p->device.syncs));
-  std::printf("A - B: step time %+.3f ms/iteration, sync-starved %+.3f ms/iteration, idle %+.3f ms/iteration "
-              "(removing host syncs should shrink sync-starved idle by about the step delta)\n",
-              a.step_ms - b.step_ms, a.device.sync_starved_ms - b.device.sync_starved_ms,
-              a.device.idle_ms - b.device.idle_ms);
+    std::printf("%-5s %-12s %7zu %10.3f %10.3f %10.3f %10.3f %14.3f %13.3f %11.3f %8lld %6lld\n",
+                p == &a ? "A" : "B", p->arm.c_str(), p->phases, p->step_ms, p->device.window_ms, p->device.busy_ms,
+                p->device.idle_ms, p->device.launch_starved_ms, p->device.sync_starved_ms, p->device.other_idle_ms,
+                static_cast<long long>(p->device.kernels), static_cast<long long>(p->device.syncs));
+  std::printf("A - B: step time %+.3f ms/iteration, launch-starved %+.3f, sync-starved %+.3f, idle %+.3f "
+              "(removing host syncs should shrink launch-starved idle by about the step delta)\n",
+              a.step_ms - b.step_ms, a.device.launch_starved_ms - b.device.launch_starved_ms,
+              a.device.sync_starved_ms - b.device.sync_starved_ms, a.device.idle_ms - b.device.idle_ms);
   if (dropped > 0)
     std::printf("WARNING: CUPTI dropped %lld activity record(s): busy time is a lower bound\n",
                 static_cast<long long>(dropped));
@@ -125,6 +112,7 @@ nlohmann::json arm_profile_json(const ArmProfile& p) {
           {"window_ms", p.device.window_ms},
           {"busy_ms", p.device.busy_ms},
           {"idle_ms", p.device.idle_ms},
+          {"launch_starved_ms", p.device.launch_starved_ms},
           {"sync_starved_ms", p.device.sync_starved_ms},
           {"other_idle_ms", p.device.other_idle_ms}};
 }
@@ -241,6 +229,7 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
                           {"a", arm_profile_json(pa)},
                           {"b", arm_profile_json(pb)},
                           {"step_delta_ms", pa.step_ms - pb.step_ms},
+                          {"launch_starved_delta_ms", pa.device.launch_starved_ms - pb.device.launch_starved_ms},
                           {"sync_starved_delta_ms", pa.device.sync_starved_ms - pb.device.sync_starved_ms},
                           {"dropped_records", profile.dropped_records},
                           {"intervals", profile.intervals},

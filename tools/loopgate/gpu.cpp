@@ -24,8 +24,9 @@ void add_gpu_flags(CLI::App* run, GpuFlags& f) {
   run->add_option("--params-dtype", f.params_dtype, "fp32 | bf16 (default: fp32 on cpu, bf16 on cuda)");
   run->add_flag("--cupti", f.cupti, "count real host syncs with CUPTI and print them beside the ledger's");
   run->add_flag("--profile", f.profile,
-                "CUPTI activity records: per iteration device busy, idle and sync-starved ms (idle after a host "
-                "sync until the next device work), table and steady-state median (--device cuda; docs/profile.md)");
+                "CUPTI activity records: per iteration device busy, idle, launch-starved (idle waiting for the "
+                "host's launch) and sync-starved ms (the part after a host sync, until the host leads again), table "
+                "and steady-state median (--device cuda; docs/profile.md)");
   run->add_option("--capture-probe", f.capture_probe,
                   "REGION[@ITER]: capture forward_backward, optimizer or training_log of iteration ITER (default 2) into a CUDA "
                   "graph in global capture mode; prints whether it captured or which read broke it");

@@ -59,15 +59,20 @@ Timeline timeline_of(std::vector<DeviceInterval> work) {
   return t;
 }
 
-// Sync-starved time, sorted and disjoint. A gap holding a host sync's exit is sync-starved from max(its begin,
+struct Starved {
+  std::vector<Span> launch, sync;  // each sorted and disjoint; sync within launch
+};
+
+// Launch-starved time: every gap whose work the device waited for, and the sync-starved part of any other gap.
+// Sync-starved time: a gap holding a host sync's exit is sync-starved from max(its begin,
 // the enter of the earliest-starting such sync) to its end: the host was blocked until the device drained. That
 // opens a drain: the queue is empty, so every later gap whose work the device waited for is sync-starved too,
 // until the first boundary where the work was already issued (the host leads again) or a gap the device did not
 // wait for (its work was issued, yet it started late: latency or a dependency, not the host).
-std::vector<Span> sync_starved_spans(const std::vector<Boundary>& boundaries, std::vector<HostSyncCall> syncs) {
+Starved starved_spans(const std::vector<Boundary>& boundaries, std::vector<HostSyncCall> syncs) {
   std::sort(syncs.begin(), syncs.end(),
             [](const HostSyncCall& a, const HostSyncCall& b) { return a.exit_ns < b.exit_ns; });
-  std::vector<Span> starved;
+  Starved starved;
   bool draining = false;
   auto next = syncs.begin();
   for (const Boundary& b : boundaries) {
@@ -75,11 +80,12 @@ std::vector<Span> sync_starved_spans(const std::vector<Boundary>& boundaries, st
     int64_t from = kPlusInf;
     for (; next != syncs.end() && next->exit_ns < b.end; ++next)
       from = std::min(from, std::max(b.begin, next->enter_ns));
+    if (b.end > b.begin && (b.waited || from < b.end)) starved.launch.push_back({b.waited ? b.begin : from, b.end});
     if (from < b.end) {
-      starved.push_back({from, b.end});
+      starved.sync.push_back({from, b.end});
       draining = true;
     } else if (draining && b.waited) {
-      if (b.end > b.begin) starved.push_back({b.begin, b.end});
+      if (b.end > b.begin) starved.sync.push_back({b.begin, b.end});
     } else {
       draining = false;
     }
@@ -117,7 +123,7 @@ std::vector<StarvationRow> analyze_starvation(const std::vector<DeviceInterval>&
                                               const std::vector<IterationWindow>& windows) {
   const Timeline timeline = timeline_of(intervals);
   const std::vector<Span>& busy = timeline.busy;
-  const std::vector<Span> starved = sync_starved_spans(timeline.boundaries, syncs);
+  const Starved starved = starved_spans(timeline.boundaries, syncs);
   std::vector<int64_t> kernel_starts, copy_starts, sync_exits;
   for (const DeviceInterval& i : intervals)
     (i.kind == DeviceWorkKind::kKernel ? kernel_starts : copy_starts).push_back(i.start_ns);
@@ -129,10 +135,11 @@ std::vector<StarvationRow> analyze_starvation(const std::vector<DeviceInterval>&
     r.iteration = w.iteration;
     const int64_t length = std::max<int64_t>(0, w.end_ns - w.begin_ns);
     const int64_t busy_ns = overlap(busy, w.begin_ns, w.end_ns);
-    const int64_t starved_ns = overlap(starved, w.begin_ns, w.end_ns);
+    const int64_t starved_ns = overlap(starved.sync, w.begin_ns, w.end_ns);
     r.window_ms = ms(length);
     r.busy_ms = ms(busy_ns);
     r.idle_ms = ms(length - busy_ns);
+    r.launch_starved_ms = ms(overlap(starved.launch, w.begin_ns, w.end_ns));
     r.sync_starved_ms = ms(starved_ns);
     r.other_idle_ms = ms(length - busy_ns - starved_ns);
     r.kernels = starts_in(kernel_starts, w.begin_ns, w.end_ns);
@@ -163,9 +170,7 @@ StarvationSummary summarize_starvation(const std::vector<StarvationRow>& rows) {
     s.median.*f = median_of(v);
     s.mean.*f = sum / static_cast<double>(rows.size());
   };
-  for (double StarvationRow::*f : {&StarvationRow::window_ms, &StarvationRow::busy_ms, &StarvationRow::idle_ms,
-                                   &StarvationRow::sync_starved_ms, &StarvationRow::other_idle_ms})
-    both(f);
+  for (double StarvationRow::*f : kStarvationTimes) both(f);
   auto counts = [&](int64_t StarvationRow::*f) {
     std::vector<double> v;
     int64_t sum = 0;
@@ -184,12 +189,14 @@ StarvationSummary summarize_starvation(const std::vector<StarvationRow>& rows) {
 
 namespace {
 std::string header() {
-  return fmt::format("{:>9} {:>10} {:>10} {:>10} {:>13} {:>11} {:>8} {:>7} {:>6}\n", "iteration", "window-ms",
-                     "busy-ms", "idle-ms", "sync-starved", "other-idle", "kernels", "copies", "syncs");
+  return fmt::format("{:>9} {:>10} {:>10} {:>10} {:>14} {:>13} {:>11} {:>8} {:>7} {:>6}\n", "iteration",
+                     "window-ms", "busy-ms", "idle-ms", "launch-starved", "sync-starved", "other-idle", "kernels",
+                     "copies", "syncs");
 }
 std::string line(const std::string& first, const StarvationRow& r) {
-  return fmt::format("{:>9} {:>10.3f} {:>10.3f} {:>10.3f} {:>13.3f} {:>11.3f} {:>8} {:>7} {:>6}\n", first, r.window_ms,
-                     r.busy_ms, r.idle_ms, r.sync_starved_ms, r.other_idle_ms, r.kernels, r.copies, r.syncs);
+  return fmt::format("{:>9} {:>10.3f} {:>10.3f} {:>10.3f} {:>14.3f} {:>13.3f} {:>11.3f} {:>8} {:>7} {:>6}\n", first,
+                     r.window_ms, r.busy_ms, r.idle_ms, r.launch_starved_ms, r.sync_starved_ms, r.other_idle_ms,
+                     r.kernels, r.copies, r.syncs);
 }
 }  // namespace
 

@@ -52,13 +52,21 @@ struct DeviceProfile {
 // was already issued when the device reached it (the host leads again; also when launched_ns is unknown).
 // Everything is clipped to the window; other idle = idle - sync-starved. So a gap that began while the host was
 // still doing other work is "other" until the host entered the sync, and idle with no sync before it in the
-// drain is all "other" (the host was simply slower than the device).
+// drain is all "other" (the host was simply slower than the device). Launch-starved, a wider view: every idle gap
+// whose next work was launched only at or after the gap began (the device waited for the host, sync or not; what
+// Nsight calls launch starvation), plus the sync-starved part of any other gap. sync-starved <= launch-starved <=
+// idle.
 struct StarvationRow {
   int64_t iteration = 0;
-  double window_ms = 0, busy_ms = 0, idle_ms = 0, sync_starved_ms = 0, other_idle_ms = 0;
+  double window_ms = 0, busy_ms = 0, idle_ms = 0, launch_starved_ms = 0, sync_starved_ms = 0, other_idle_ms = 0;
   int64_t kernels = 0, copies = 0;  // intervals starting in the window (copies: memcpys and memsets)
   int64_t syncs = 0;                // host syncs exiting in the window
 };
+
+// The time fields of a row, in the table's order (for code that summarises each of them alike).
+inline constexpr double StarvationRow::*kStarvationTimes[] = {
+    &StarvationRow::window_ms,         &StarvationRow::busy_ms,         &StarvationRow::idle_ms,
+    &StarvationRow::launch_starved_ms, &StarvationRow::sync_starved_ms, &StarvationRow::other_idle_ms};
 
 // One row per window, in the windows' order (a window with no device work is a row of idle time).
 std::vector<StarvationRow> analyze_starvation(const std::vector<DeviceInterval>& intervals,
