@@ -5,7 +5,9 @@ medians B/A with its interval against the device work per step (busy ms/iteratio
     python3 tools/sweep_plot.py docs/gpu-logs/sweep_session5/ab_*.log --svg docs/sweep.svg > table.md
 
 The interval drawn is the Hodges-Lehmann shift's interval divided by A's median (1 + CI/median_A): an
-approximation of the ratio's interval, labelled as such. A run whose bit identity failed is drawn hollow and
+approximation of the ratio's interval, labelled as such. An unprofiled run takes the device work of the profiled
+runs of the same fixture and size (their median; marked * in the table, drawn smaller): device work depends on the
+model, not on the run. A run whose bit identity failed is drawn hollow and
 marked "void" in the table. Standard library only."""
 import argparse
 import re
@@ -41,12 +43,27 @@ def parse(path):
     return row
 
 
+def borrow_busy(rows):
+    """Unprofiled rows take the median busy of the profiled rows with the same fixture and size."""
+    by_model = {}
+    for r in rows:
+        if r["busy_a"] is not None:
+            by_model.setdefault((r["fixture"], r["size"]), []).append(r["busy_a"])
+    for r in rows:
+        r["borrowed"] = False
+        known = sorted(by_model.get((r["fixture"], r["size"]), []))
+        if r["busy_a"] is None and known:
+            n = len(known)
+            r["busy_a"] = known[n // 2] if n % 2 else (known[n // 2 - 1] + known[n // 2]) / 2
+            r["borrowed"] = True
+
+
 def table(rows):
     out = ["| fixture | model h×L×s | log interval | samples | median A ms/it | median B ms/it | ratio B/A | HL shift "
            "[95 % CI] ms/it | p (exact) | A busy ms/it | Δstep / Δlaunch-starved / Δsync-starved / Δidle ms/it | bits |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        busy = f"{r['busy_a']:.1f}" if r["busy_a"] is not None else "—"
+        busy = f"{r['busy_a']:.1f}{'*' if r['borrowed'] else ''}" if r["busy_a"] is not None else "—"
         launch = f"{r['d_launch']:.1f}" if r["d_launch"] is not None else "—"
         d = (f"{r['d_step']:.1f} / {launch} / {r['d_starved']:.1f} / {r['d_idle']:.1f}" if r["d_step"] is not None
              else "—")
@@ -87,13 +104,16 @@ def svg(rows, title):
                  f'stroke="{c}"/>')
         fill = c if r["identical"] else "white"
         marker = "circle" if r["fixture"] == "single" else "rect"
+        size = 2.5 if r["borrowed"] else 4
         if marker == "circle":
-            s.append(f'<circle cx="{x}" cy="{Y(r["ratio"])}" r="4" fill="{fill}" stroke="{c}"/>')
+            s.append(f'<circle cx="{x}" cy="{Y(r["ratio"])}" r="{size}" fill="{fill}" stroke="{c}"/>')
         else:
-            s.append(f'<rect x="{x-4}" y="{Y(r["ratio"])-4}" width="8" height="8" fill="{fill}" stroke="{c}"/>')
+            s.append(f'<rect x="{x-size}" y="{Y(r["ratio"])-size}" width="{2*size}" height="{2*size}" fill="{fill}" '
+                     f'stroke="{c}"/>')
     s.append(f'<text x="{L+8}" y="{T+14}" fill="{colors[1]}">● log interval 1</text>')
     s.append(f'<text x="{L+8}" y="{T+28}" fill="{colors[20]}">● log interval 20</text>')
     s.append(f'<text x="{L+8}" y="{T+42}">circle: single (1 GPU); square: tp2sp (2 GPUs); hollow: bits differ, void</text>')
+    s.append(f'<text x="{L+8}" y="{T+56}">small: unprofiled run, device work of its model\'s profiled runs</text>')
     s.append("</svg>")
     return "\n".join(s)
 
@@ -105,6 +125,7 @@ def main():
     ap.add_argument("--title", default="loopgate ab: onesync / baseline on H200 vs device work per step")
     args = ap.parse_args()
     rows = [r for r in (parse(p) for p in args.logs) if r]
+    borrow_busy(rows)
     skipped = len(args.logs) - len(rows)
     rows.sort(key=lambda r: (r["fixture"], r["busy_a"] or 0, r["li"]))
     print(table(rows))
