@@ -275,6 +275,7 @@ TEST(TimerLaggingDevice, OneWindowPerLogPointWhateverTheLag) {
   EXPECT_EQ(c.blocking_waits, 1);  // at the first log point
   EXPECT_EQ(c.lag_waits, c.behind);
   EXPECT_GT(c.behind, 5) << "the seeded lags rarely put the device two windows behind: not exercised";
+  EXPECT_EQ(c.max_live_events, 15) << "the window to report (8 events) and the one being closed (7), once at least";
   // The seed PR's first form fails it (0.0 lines, doubled windows: issue 13, item 2).
   const TimerCheck whatever = check_event_timer_lagging_device([](const std::string& n, EventSource* e) {
     return std::make_unique<EventTimer>(n, e, EventTimer::kMaxPendingEvents, TimerReport::kWhateverCompleted);

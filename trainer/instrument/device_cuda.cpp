@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
+#include <unordered_map>
 #include <vector>
 
 #include "trainer/common/error.h"
@@ -15,17 +16,24 @@ void cuda_check(cudaError_t rc, const char* what) {
   LG_CHECK(rc == cudaSuccess, "{}: {}", what, cudaGetErrorString(rc));
 }
 
+// Events are reused once released: a run holds only its timers' pending events, however long it runs.
 class CudaEventSource final : public EventSource {
  public:
   ~CudaEventSource() override {
-    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    for (const auto& [id, e] : live_) cudaEventDestroy(e);
+    for (cudaEvent_t e : free_) cudaEventDestroy(e);
   }
   int64_t record() override {
     cudaEvent_t e;
-    cuda_check(cudaEventCreate(&e), "cudaEventCreate");
+    if (free_.empty()) {
+      cuda_check(cudaEventCreate(&e), "cudaEventCreate");
+    } else {
+      e = free_.back();
+      free_.pop_back();
+    }
     cuda_check(cudaEventRecord(e, c10::cuda::getCurrentCUDAStream().stream()), "cudaEventRecord");
-    events_.push_back(e);
-    return static_cast<int64_t>(events_.size()) - 1;
+    live_[next_id_] = e;
+    return next_id_++;
   }
   bool query(int64_t id) override {
     cudaError_t rc = cudaEventQuery(at(id));
@@ -44,13 +52,20 @@ class CudaEventSource final : public EventSource {
     return static_cast<double>(ms) / 1000.0;
   }
   int64_t blocking_waits() const override { return blocking_waits_; }
+  void release(int64_t id) override {
+    free_.push_back(at(id));
+    live_.erase(id);
+  }
 
  private:
   cudaEvent_t at(int64_t id) const {
-    LG_CHECK(id >= 0 && id < static_cast<int64_t>(events_.size()), "unknown CUDA event id {}", id);
-    return events_[static_cast<size_t>(id)];
+    auto it = live_.find(id);
+    LG_CHECK(it != live_.end(), "CUDA event id {}: never recorded or already released", id);
+    return it->second;
   }
-  std::vector<cudaEvent_t> events_;
+  std::unordered_map<int64_t, cudaEvent_t> live_;
+  std::vector<cudaEvent_t> free_;  // released, ready to record again
+  int64_t next_id_ = 0;
   int64_t blocking_waits_ = 0;
 };
 

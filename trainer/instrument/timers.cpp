@@ -77,11 +77,20 @@ std::vector<TimerInterval> HostTimer::drain() {
 
 int64_t ClockEventSource::record() {
   stamps_.push_back(clock_->now());
+  released_.push_back(false);
   return static_cast<int64_t>(stamps_.size()) - 1;
+}
+
+void ClockEventSource::release(int64_t id) {
+  LG_CHECK(id >= 0 && id < recorded(), "release of event {}, never recorded ({} recorded)", id, recorded());
+  LG_CHECK(!released_[static_cast<size_t>(id)], "event {} released twice", id);
+  released_[static_cast<size_t>(id)] = true;
+  ++released_count_;
 }
 
 bool ClockEventSource::query(int64_t id) {
   LG_CHECK(id >= 0 && id < recorded(), "event {} was never recorded ({} recorded)", id, recorded());
+  LG_CHECK(!released_[static_cast<size_t>(id)], "event {} read after its release", id);
   if (auto_ || id < completed_upto_) return true;
   if (done_ && done_(id)) {
     completed_upto_ = std::max(completed_upto_, id + 1);  // one stream: earlier events are done too
@@ -165,6 +174,8 @@ void EventTimer::harvest() {
   while (pending_.size() >= 2 && pending_[0].is_start && !pending_[1].is_start &&
          events_->query(pending_[0].event) && events_->query(pending_[1].event)) {
     done_[pending_[0].seq] = events_->seconds_between(pending_[0].event, pending_[1].event);
+    events_->release(pending_[0].event);
+    events_->release(pending_[1].event);
     pending_.pop_front();
     pending_.pop_front();
   }

@@ -120,6 +120,10 @@ class EventSource {
   virtual void synchronize(int64_t id) = 0;          // block until completed (cudaEventSynchronize): a sync
   virtual double seconds_between(int64_t a, int64_t b) = 0;  // both completed (cudaEventElapsedTime / 1000)
   virtual int64_t blocking_waits() const = 0;        // synchronize() calls that had to wait
+  // The caller is done with the event: the source may reuse it (a CUDA event re-recorded), so the id must not be
+  // read again. A timer releases each interval's two events once it has their time, so a run of any length holds
+  // only its pending events.
+  virtual void release(int64_t /*id*/) {}
 };
 
 // CPU events: stamped from the clock at record(); completion decided by the test (resolve_upto, or a
@@ -133,6 +137,9 @@ class ClockEventSource : public EventSource {
   double seconds_between(int64_t a, int64_t b) override;
   int64_t blocking_waits() const override { return blocking_waits_; }
 
+  void release(int64_t id) override;  // reading a released id afterwards is an error (the GPU would reuse it)
+  int64_t live() const { return recorded() - released_count_; }  // recorded and not released
+
   void resolve_upto(int64_t n);  // events with id < n have completed
   int64_t completed_upto() const { return completed_upto_; }  // ids below are known complete
   void set_completion(std::function<bool(int64_t id)> done) { done_ = std::move(done); }
@@ -142,6 +149,8 @@ class ClockEventSource : public EventSource {
   Clock* clock_;
   bool auto_;
   std::vector<double> stamps_;
+  std::vector<bool> released_;
+  int64_t released_count_ = 0;
   int64_t completed_upto_ = 0;  // ids below are complete
   std::function<bool(int64_t)> done_;
   int64_t blocking_waits_ = 0;
