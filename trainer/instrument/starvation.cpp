@@ -63,12 +63,12 @@ struct Starved {
   std::vector<Span> launch, sync;  // each sorted and disjoint; sync within launch
 };
 
-// Launch-starved time: every gap whose work the device waited for, and the sync-starved part of any other gap.
-// Sync-starved time: a gap holding a host sync's exit is sync-starved from max(its begin,
-// the enter of the earliest-starting such sync) to its end: the host was blocked until the device drained. That
-// opens a drain: the queue is empty, so every later gap whose work the device waited for is sync-starved too,
-// until the first boundary where the work was already issued (the host leads again) or a gap the device did not
-// wait for (its work was issued, yet it started late: latency or a dependency, not the host).
+// Launch-starved: every gap whose work the device waited for, and the sync-starved part of any other gap.
+// Sync-starved: a gap holding a host sync's exit is sync-starved from max(its begin, the enter of the
+// earliest-starting such sync) to its end: the host was blocked until the device drained. That opens a drain:
+// the queue is empty, so every later gap whose work the device waited for is sync-starved too, until the first
+// boundary where the work was already issued (the host leads again) or a gap the device did not wait for (its
+// work was issued, yet it started late: latency or a dependency, not the host).
 Starved starved_spans(const std::vector<Boundary>& boundaries, std::vector<HostSyncCall> syncs) {
   std::sort(syncs.begin(), syncs.end(),
             [](const HostSyncCall& a, const HostSyncCall& b) { return a.exit_ns < b.exit_ns; });
