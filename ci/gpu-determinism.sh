@@ -7,10 +7,8 @@
 #   SIZE=2048x8x1024 ITERS=60 ci/gpu-determinism.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-R="${RESULTS:-build/gpu/results}/determinism"
-mkdir -p "$R"
 source ci/gpu-env.sh
-LG=build/gpu/tools/loopgate
+lg_results determinism
 model=($(lg_model_flags "${SIZE:-2048x8x1024}"))
 n=${ITERS:-60}
 for i in 1 2; do

@@ -10,4 +10,10 @@ lg_model_flags() {
   IFS=x read -r h l s <<< "$1"
   echo "--hidden-size $h --num-layers $l --seq-length $s --num-attention-heads $(( h / 64 > 4 ? h / 64 : 4 ))"
 }
+# A measurement's results folder and the loopgate binary: R=${RESULTS:-build/gpu/results}/NAME (created), LG.
+lg_results() {
+  R="${RESULTS:-build/gpu/results}/$1"
+  mkdir -p "$R"
+  LG=build/gpu/tools/loopgate
+}
 export NCCL_ALGO="${NCCL_ALGO:-Ring}" NCCL_PROTO="${NCCL_PROTO:-Simple}" CUBLAS_WORKSPACE_CONFIG=:4096:8

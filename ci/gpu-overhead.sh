@@ -6,10 +6,8 @@
 #   ARMS="onesync baseline" LIS="20 1" PHASES=10 SIZES="64x4x32" ci/gpu-overhead.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-R="${RESULTS:-build/gpu/results}/overhead"
-mkdir -p "$R"
 source ci/gpu-env.sh
-LG=build/gpu/tools/loopgate
+lg_results overhead
 for size in ${SIZES:-64x4x32}; do
   for arm in ${ARMS:-onesync baseline}; do
     for li in ${LIS:-20 1}; do

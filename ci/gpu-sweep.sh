@@ -8,10 +8,8 @@
 # PHASES per arm (default 6: 5 v 5 samples, smallest exact two-sided p 0.0079; 8 gives 7 v 7, p down to 0.0006).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-R="${RESULTS:-build/gpu/results}/sweep"
-mkdir -p "$R"
 source ci/gpu-env.sh
-LG=build/gpu/tools/loopgate
+lg_results sweep
 source ci/gpu-select.sh
 ngpu="$(lg_gpu_count)"
 sizes="${SIZES:-64x4x32 512x8x512 1024x8x1024 2048x4x1024 2048x8x1024}"
