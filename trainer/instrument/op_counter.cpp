@@ -20,6 +20,7 @@ struct State {
   std::mutex mu;
   // Keyed by the site name's pointer (site names have static storage): no string built per operator.
   std::map<int64_t, std::map<const char*, int64_t>> table;
+  std::map<int64_t, std::map<const char*, int64_t>> syncs;  // op_synchronizes operators, outermost only
   std::atomic<bool> enabled{false};
   bool registered = false;
 };
@@ -33,19 +34,26 @@ State& state() {
 // whose children only allocate or view (at::where allocating its result with at::empty) is the one that launches.
 thread_local std::vector<char> t_child_launched;
 thread_local int t_suspended = 0;
+thread_local int t_sync_depth = 0;  // open op_synchronizes operators: item() inside is_nonzero is one sync
 
-std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction&) {
+bool counting_here() { return t_suspended == 0 && state().enabled.load(std::memory_order_relaxed); }
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   t_child_launched.push_back(0);
+  if (op_synchronizes(fn.name())) {
+    if (t_sync_depth++ == 0 && counting_here()) OpCounter::instance().add_sync(current_iteration(), current_site());
+  }
   return nullptr;
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (t_child_launched.empty()) return;  // the callback was registered while this operator ran
+  if (op_synchronizes(fn.name()) && t_sync_depth > 0) --t_sync_depth;
   const bool child_launched = t_child_launched.back() != 0;
   t_child_launched.pop_back();
   const bool launches = !child_launched && !op_launches_nothing(fn.name());
   if ((launches || child_launched) && !t_child_launched.empty()) t_child_launched.back() = 1;
-  if (!launches || t_suspended > 0 || !state().enabled.load(std::memory_order_relaxed)) return;
+  if (!launches || !counting_here()) return;
   OpCounter::instance().add(current_iteration(), current_site());
   // Diagnostics: LOOPGATE_OP_TRACE=N prints every counted operator of ledger iteration N (which op a site adds).
   static const int64_t trace_iteration = [] {
@@ -76,6 +84,20 @@ bool op_launches_nothing(const char* name) {
   return false;
 }
 
+bool op_synchronizes(const char* name) {
+  // CUDA: _local_scalar_dense copies a value to the host (item, is_nonzero, a Scalar argument built from a
+  // tensor, repeat_interleave without output_size); nonzero / argwhere / masked_select / unique size their output
+  // from the device (boolean-mask index and index_put_ call nonzero); equal and allclose end in a host bool.
+  static const char* const kSync[] = {
+      "aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal", "aten::allclose",
+      "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::masked_select", "aten::_unique",
+      "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::unique_dim_consecutive",
+      "aten::bincount"};
+  for (const char* n : kSync)
+    if (std::strcmp(name, n) == 0) return true;
+  return false;
+}
+
 OpCounter& OpCounter::instance() {
   static OpCounter c;
   return c;
@@ -96,6 +118,7 @@ bool OpCounter::enabled() const { return state().enabled.load(); }
 void OpCounter::reset() {
   std::lock_guard<std::mutex> lock(state().mu);
   state().table.clear();
+  state().syncs.clear();
 }
 
 OpTable OpCounter::table() const {
@@ -113,6 +136,20 @@ std::map<std::string, int64_t> OpCounter::counts(int64_t iteration) const {
   if (it != state().table.end())
     for (const auto& [site, n] : it->second) out[site] += n;
   return out;
+}
+
+std::map<std::string, int64_t> OpCounter::syncs(int64_t iteration) const {
+  std::lock_guard<std::mutex> lock(state().mu);
+  std::map<std::string, int64_t> out;
+  auto it = state().syncs.find(iteration);
+  if (it != state().syncs.end())
+    for (const auto& [site, n] : it->second) out[site] += n;
+  return out;
+}
+
+void OpCounter::add_sync(int64_t iteration, const char* site) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  ++state().syncs[iteration][site];
 }
 
 void OpCounter::add(int64_t iteration, const char* site) {

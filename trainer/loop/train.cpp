@@ -424,6 +424,16 @@ LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point) {
   return in;
 }
 
+// A record's host reads and operators per site for ledger iteration `iteration`. With operators counted, an
+// operator that would synchronize on CUDA outside the ledger (OpCounter::syncs: a data-dependent output size,
+// item()) is a host read at its site too: what CUPTI would count on a GPU, seen on CPU whatever its spelling.
+void note_site_counts(Loop& L, IterationRecord& rec, int64_t iteration) {
+  rec.reads_per_site = L.ledger.counts_by_name(iteration);
+  if (!L.cfg.count_launches) return;
+  rec.launches_per_site = OpCounter::instance().counts(iteration);
+  if (L.ledger.counting())
+    for (const auto& [site, n] : OpCounter::instance().syncs(iteration)) rec.reads_per_site[site] += n;
+}
 
 void record_iteration(Loop& L, IterationRecord& rec, const StepOutcome& step, const LogOutputs& log, bool log_point) {
   rec.consumed_samples = L.consumed_samples;
@@ -444,16 +454,14 @@ void record_iteration(Loop& L, IterationRecord& rec, const StepOutcome& step, co
     L.result.log_lines.push_back(*log.line);
     if (L.cfg.print_log_line) L.cfg.print_log_line(*log.line);  // at its log point, as Megatron prints it
   }
-  rec.reads_per_site = L.ledger.counts_by_name(rec.iteration - 1);
-  if (L.cfg.count_launches) rec.launches_per_site = OpCounter::instance().counts(rec.iteration - 1);
+  note_site_counts(L, rec, rec.iteration - 1);
   L.result.trace.records.push_back(rec);
   L.result.iterations_done = rec.iteration;
 }
 
 void record_abort(Loop& L, IterationRecord& rec, const Decision& d, int64_t iteration) {
   rec.skipped = true;
-  rec.reads_per_site = L.ledger.counts_by_name(iteration);
-  if (L.cfg.count_launches) rec.launches_per_site = OpCounter::instance().counts(iteration);
+  note_site_counts(L, rec, iteration);
   L.result.trace.records.push_back(rec);
   L.result.exit_code = d.exit_code;
 }
@@ -479,8 +487,7 @@ void backfill_window(Loop& L, IterationRecord& rec, const LogOutputs& log) {
 // world-wide), the parameters as before the fault's step (every step since was masked). No log line: Megatron
 // exits before it logs.
 void abort_on_device(Loop& L, IterationRecord& rec, const LogOutputs& log) {
-  rec.reads_per_site = L.ledger.counts_by_name(rec.iteration - 1);
-  if (L.cfg.count_launches) rec.launches_per_site = OpCounter::instance().counts(rec.iteration - 1);
+  note_site_counts(L, rec, rec.iteration - 1);
   L.result.trace.records.push_back(rec);
   L.result.iterations_done = log.fault_iteration - 1;  // the steps that took effect, as the baseline's
   L.result.exit_code =
