@@ -124,7 +124,7 @@ TEST_P(CudaGraph, AlternatingWithTheBaselineRecapturesEveryPhase) {
   RunConfig c = on_gate_device(graph_config());
   c.train_iters = 24;  // phases of 4 (= the log interval): B A B A B A
   c.param_checksums = true;
-  RunGroups g = make_run_groups(c, MPI_COMM_WORLD);
+  RunGroups g = pooled_run_groups(c);
   set_run_device(g.config.model.device);
   TrainSession session(g.config, find_arm("baseline"), g.groups, world_rank());
   for (int p = 0; p < 6; ++p) session.run(find_arm(p % 2 == 0 ? "baseline" : GetParam()), 4);

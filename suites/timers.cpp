@@ -417,7 +417,7 @@ TEST_P(Bare, SegmentCountsNoReadTimesNothingAtLevel1AndKeepsTheNumbers) {
   c.train_iters = 12;
   c.log_interval = 4;
   c.param_checksums = true;
-  RunGroups g = make_run_groups(c, MPI_COMM_WORLD);
+  RunGroups g = pooled_run_groups(c);
   set_run_device(g.config.model.device);
   TrainSession session(g.config, find_arm(arm), g.groups, world_rank());
   for (int p = 0; p < 3; ++p) session.run(find_arm(arm), 4, /*instrumented=*/p != 1);  // iterations 5-8 bare

@@ -57,7 +57,7 @@ Counted run_counted(const RunConfig& c, const std::string& arm) {
   counter.reset();
   set_current_iteration(-1);  // setup lands before iteration 1
   counter.set_paused(false);
-  RunResult r = run_arm(c, arm, MPI_COMM_WORLD);
+  RunResult r = run_arm_on(pooled_run_groups(c), arm);  // one set of communicators per process
   counter.set_paused(true);
   Counted out;
   out.trace = r.trace;
@@ -214,7 +214,7 @@ TEST_F(LedgerEqualsCupti, ZerosyncBlocksTheHostNowhereBetweenLogPoints) {
 RunResult run_probed(const std::string& arm, const std::string& region) {
   RunConfig c = gpu_config(4, 3);
   if (!region.empty()) c.capture = parse_capture_spec(region + "@2");
-  return run_arm(c, arm, MPI_COMM_WORLD);
+  return run_arm_on(pooled_run_groups(c), arm);
 }
 
 class CaptureProbe : public ::testing::Test {

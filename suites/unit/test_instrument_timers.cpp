@@ -53,6 +53,7 @@ class FakeComm : public Comm {
     ++barriers;
   }
   int64_t calls() const override { return calls_; }
+  void restart(const CommOptions&) override { calls_ = 0; }
 
   std::vector<at::Tensor> others;  // rows of ranks 1..size-1
   int gathers = 0, barriers = 0;

@@ -2,6 +2,8 @@
 // gate claims (docs/gates.md), each a single policy set wrongly or one small hook, named after what it breaks.
 #include "trainer/loop/arms.h"
 
+#include <ATen/ATen.h>
+#include <ATen/TensorIndexing.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +11,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <climits>
+#include <memory>
 
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
@@ -149,6 +153,17 @@ std::vector<Arm> build_defects() {
   a = defect("defect-extra-read", "a hidden extra host read per iteration", "sync_budget");
   a.hooks.after_training_log = [](Ledger& ledger, const LogInputs& in) { ledger.read(Site::kLossScale, in.loss_scale); };
   d.push_back(a);
+  // A deferred NaN check that picks out the bad values with a boolean mask: no read the source scan can spell (the
+  // mask's nonzero sizes the output from the device), a host sync on CUDA. The operator counter's sync rule must
+  // count it at nan_check_grad, where syncfree reads nothing.
+  a = defect("defect-data-dependent-read", "a boolean-mask index in a deferred NaN check: its output size is read "
+             "from the device (a host sync on CUDA that no spelling shows)", "sync_budget");
+  a.hooks.after_training_log = [](Ledger&, const LogInputs& in) {
+    ScopedSite scope(site_name(Site::kNanCheckGrad));
+    at::Tensor bad = in.loss_scale.index({at::isnan(in.loss_scale)});
+    (void)bad;
+  };
+  d.push_back(a);
   a = defect("defect-mask-per-tensor",
              "zerosync's masked step selects, then copies: one operator more per tensor than the baseline's step",
              "sync_budget");
@@ -158,6 +173,25 @@ std::vector<Arm> build_defects() {
   a = defect("defect-nan-predicate", "deferred NaN checks bank a predicate per check: more launches than the baseline",
              "sync_budget");
   a.nan_bank = NanBank::kPredicate;
+  d.push_back(a);
+  // ---- isolation ----
+  // State that outlives its run: the hooks count the runs this process has made (a new run starts when the
+  // iteration goes back), and from the second run on the step's LR is one part in 2^20 larger. Its first run is
+  // the baseline's; only a scenario repeated in the same process (the gate's shared process) shows it.
+  a = defect("defect-state-leak", "a hook whose state outlives its run: from the process's second run on, the "
+             "step's LR is 1 + 2^-20 times the scheduler's", "isolation");
+  a.stat_bundle = a.device_scalars = a.timers = a.exit_vote = a.nan_check = SyncMode::kEager;  // baseline policies
+  {
+    struct RunsSeen {
+      int64_t runs = -1, last_iteration = INT64_MAX;
+    };
+    auto seen = std::make_shared<RunsSeen>();
+    a.hooks.after_training_log = [seen](Ledger&, const LogInputs& in) {
+      if (in.iteration < seen->last_iteration) ++seen->runs;
+      seen->last_iteration = in.iteration;
+    };
+    a.hooks.step_lr = [seen](double lr) { return seen->runs > 0 ? lr * (1.0 + std::ldexp(1.0, -20)) : lr; };
+  }
   d.push_back(a);
   // ---- schedule ----
   // One forward more in 1F1B's warmup on every stage: the p2p sends and receives still pair up and every stage

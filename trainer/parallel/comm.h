@@ -49,6 +49,11 @@ class Comm {
   // Collectives issued so far on this group (all kinds). Lets tests check that two arms issue the same
   // numerics-path collectives.
   virtual int64_t calls() const = 0;
+
+  // Back to a new group's state under `options`: the call counter at 0 (kPermuted's order depends on it). One set
+  // of communicators then serves run after run in one process (the gate's scenarios: an NCCL communicator costs
+  // ~0.5 s to make). A backend that keeps no other state needs nothing more.
+  virtual void restart(const CommOptions& options) = 0;
 };
 
 using CommPtr = std::shared_ptr<Comm>;

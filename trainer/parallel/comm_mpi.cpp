@@ -71,6 +71,10 @@ class MpiComm final : public Comm {
   int size() const override { return g_.size; }
   const std::vector<int>& world_ranks() const override { return g_.world_ranks; }
   int64_t calls() const override { return calls_; }
+  void restart(const CommOptions& options) override {
+    options_ = options;
+    calls_ = 0;
+  }
 
   void all_reduce(at::Tensor& t, ReduceOp op) override {
     check_tensor(t, "all_reduce");

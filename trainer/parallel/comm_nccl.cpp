@@ -83,6 +83,10 @@ class NcclComm final : public Comm {
   int size() const override { return g_.size; }
   const std::vector<int>& world_ranks() const override { return g_.world_ranks; }
   int64_t calls() const override { return calls_; }
+  void restart(const CommOptions& options) override {
+    options_ = options;
+    calls_ = 0;
+  }
 
   void all_reduce(at::Tensor& t, ReduceOp op) override {
     check_tensor(t, "all_reduce");
@@ -209,6 +213,22 @@ CommPtr split(MPI_Comm base, int color, int key, const CommOptions& options) {
 }
 
 }  // namespace
+
+std::map<std::string, std::string> cuda_environment() {
+  std::map<std::string, std::string> env;
+  int device = 0, driver = 0, runtime = 0, nccl = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&prop, device) == cudaSuccess)
+    env["gpu"] = fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
+  if (cudaDriverGetVersion(&driver) == cudaSuccess) env["cuda_driver"] = std::to_string(driver);
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) env["cuda_runtime"] = std::to_string(runtime);
+  if (ncclGetVersion(&nccl) == ncclSuccess) env["nccl"] = std::to_string(nccl);
+  for (const char* var : {"NCCL_ALGO", "NCCL_PROTO", "CUBLAS_WORKSPACE_CONFIG"}) {
+    const char* v = std::getenv(var);
+    env[var] = v ? v : "(unset)";
+  }
+  return env;
+}
 
 void apply_nccl_determinism_env() {
   setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);

@@ -5,6 +5,8 @@
 // NCCL_ALGO=Ring, NCCL_PROTO=Simple (multirank-harness.md §3.6). Built only with LOOPGATE_CUDA.
 // Not here: choosing the backend (fixtures do) or anything MPI-only (comm_mpi.h).
 #pragma once
+#include <map>
+#include <string>
 #include <mpi.h>
 
 #include "trainer/parallel/comm.h"
@@ -17,6 +19,10 @@ namespace loopgate {
 // equal the world size), else the node-local rank (MPI_COMM_TYPE_SHARED split) modulo the device count.
 // Returns the device index.
 int select_cuda_device(MPI_Comm world);
+
+// What a GPU run's bits depend on besides the code: the current GPU's model, the driver, the CUDA runtime, NCCL's
+// version and its algorithm and protocol, cuBLAS's workspace. GPU golden values are recorded per environment.
+std::map<std::string, std::string> cuda_environment();
 
 // Sets NCCL_NVLS_ENABLE=0, NCCL_ALGO=Ring, NCCL_PROTO=Simple where the environment leaves them unset.
 void apply_nccl_determinism_env();

@@ -1,0 +1,59 @@
+// Gate: isolation. A fixture's scenarios share one process: its communicators (pooled_run_groups: made once,
+// restarted for each run), the CUDA context, cuBLAS handles and the allocator. A scenario must not see what ran
+// before it: each arm's clean run, repeated in the same process after the scenarios before it, gives the same
+// bits in every field at every iteration (the parameter checksum too). Run with --gtest_shuffle, the launch
+// also puts the scenarios in another order; the golden values and the equivalence gate then check that order's
+// bits.
+// Power: defect-state-leak (a hook whose state outlives its run) is rejected: its first run is the baseline's,
+// its repeat is not.
+// Not proven here: isolation between processes (each launch is a new one) or of state no field depends on.
+#include <gtest/gtest.h>
+
+#include "fixtures/compare.h"
+#include "fixtures/golden.h"
+#include "fixtures/scenarios.h"
+
+namespace loopgate {
+namespace {
+
+const std::vector<std::string> kFields = {"lm_loss", "params_norm", "grad_norm", "num_zeros", "learning_rate",
+                                          "loss_scale", "skipped", "param_checksum_after"};
+
+// The clean run of `arm` (shared with the other gates, run at most once per launch) against the same
+// configuration run again now, under another scenario key (so not taken from the cache).
+std::vector<Mismatch> repeat_mismatches(const std::string& arm) {
+  const Trace& first = clean_run(arm).trace;
+  RunConfig c = gate_config();
+  c.train_iters = gate_iters(golden_iters(c.fixture));
+  c.log_interval = 1;
+  return compare_fields(first, run_scenario("isolation:repeat", c, arm).trace, kFields);
+}
+
+// The baseline (the shared communicators and context) and the final arms that keep state on the device
+// (onesync, zerosync), as far as they are candidates: a repeat costs a clean run each.
+std::vector<std::string> isolation_arms() {
+  std::vector<std::string> a = {"baseline"};
+  for (const std::string& c : gate_arms())
+    if (c == "onesync" || c == "zerosync") a.push_back(c);
+  return a;
+}
+
+class Isolation : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Isolation, CleanRunRepeatedInTheSameProcessIsBitIdentical) {
+  auto m = repeat_mismatches(GetParam());
+  EXPECT_TRUE(m.empty()) << GetParam() << ": the repeat differs from the first run (state kept between scenarios)\n"
+                         << describe(m, "first run", "repeat");
+}
+
+INSTANTIATE_TEST_SUITE_P(Arms, Isolation, ::testing::ValuesIn(isolation_arms()),
+                         [](const auto& info) { return param_name(info.param); });
+
+TEST(GatePower, IsolationRejectsAStateLeakBetweenScenarios) {
+  auto m = repeat_mismatches("defect-state-leak");
+  EXPECT_FALSE(m.empty()) << "the isolation gate accepted an arm whose state outlives its run";
+  if (!m.empty() && world_rank() == 0) std::printf("rejected as expected:\n%s", describe(m, "first run", "repeat", 2).c_str());
+}
+
+}  // namespace
+}  // namespace loopgate
