@@ -21,6 +21,8 @@
 // Not proven here: LR equality under a checkpoint resume (no checkpointing in the trainer).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -141,18 +143,43 @@ const ScenarioResult& golden_baseline(const std::string& arm) {
   return run_scenario("golden", c, arm);
 }
 
+bool on_gpu() { return harness_arg("device", "cpu") == "cuda"; }
+
+// golden/<F>/golden_values_<device>.json and environment_<device>.json.
+std::string golden_file(const std::string& what) {
+  return golden_dir() + "/" + gate_fixture() + "/" + what + "_" + (on_gpu() ? "cuda" : "cpu") + ".json";
+}
+
 GoldenCheck golden_check(const std::string& arm, std::string* digest = nullptr) {
-  const std::string dir = golden_dir() + "/" + gate_fixture();
   const ScenarioResult& r = golden_baseline(arm);
   const nlohmann::json actual = golden_values_from_trace(r.trace);
   if (digest) *digest = json_digest(actual);
-  return check_golden_values(read_json_file(dir + "/golden_values_cpu.json"),
-                             read_json_file(dir + "/environment_cpu.json"), actual, environment_info());
+  return check_golden_values(read_json_file(golden_file("golden_values")), read_json_file(golden_file("environment")),
+                             actual, r.trace.environment);
+}
+
+// On a GPU the golden values are bits of one environment (GPU model, driver, CUDA, NCCL and its algorithm,
+// cuBLAS's workspace: cuda_environment()). None recorded for this device, or recorded in another environment: the
+// comparison is refused with the reason (a skip, never a pass), as bf16 tolerances would be neither exact nor
+// Megatron's. "" when it may run.
+std::string gpu_golden_refusal(const GoldenCheck* gc) {
+  if (!on_gpu()) return "";
+  if (!std::filesystem::exists(golden_file("golden_values")))
+    return "refused: no GPU golden values for " + gate_fixture() + " (" + golden_file("golden_values") +
+           "); GPU golden values are recorded per environment";
+  if (gc && !gc->environment_matches) {
+    std::string d;
+    for (const auto& x : gc->env_differences) d += (d.empty() ? "" : "; ") + x;
+    return "refused: bit-exact comparison across GPU environments (" + d + ")";
+  }
+  return "";
 }
 
 TEST(GoldenValues, BaselineMatchesGoldenValues) {
+  if (std::string why = gpu_golden_refusal(nullptr); !why.empty()) GTEST_SKIP() << why;
   std::string digest;
   GoldenCheck gc = golden_check("baseline", &digest);
+  if (std::string why = gpu_golden_refusal(&gc); !why.empty()) GTEST_SKIP() << why;
   std::string notes;
   for (const auto& n : gc.notes) notes += "\n  " + n;
   for (const auto& d : gc.env_differences) notes += "\n  environment " + d;
@@ -168,6 +195,7 @@ TEST(GoldenValues, BaselineMatchesGoldenValues) {
 
 TEST(GatePower, GoldenValuesRejectPerturbedNumerics) {
   if (on_dp64()) GTEST_SKIP() << "dp64: the same comparison code is shown to reject on the smaller fixtures";
+  if (std::string why = gpu_golden_refusal(nullptr); !why.empty()) GTEST_SKIP() << why;
   GoldenCheck gc = golden_check("defect-numerics");
   if (!gc.environment_matches) GTEST_SKIP() << "environment differs from golden's: tolerances cannot see a 2^-10 LR change";
   EXPECT_FALSE(gc.failures.empty()) << "golden values accepted an arm whose LR is off by 2^-10";

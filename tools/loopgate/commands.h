@@ -34,6 +34,10 @@ struct GateOptions {
   double progress_timeout = 60;  // a test whose rank makes no progress this long fails; the fixture relaunches
   std::string filter;            // a GoogleTest filter instead of the checks' (loopgate selftest)
   bool echo = true;              // echo launches and scenario lines
+  // cuda: every fixture whose ranks fit the visible GPUs (one rank per GPU) on the GPU tier (NCCL, bf16), plus the
+  // GPU-only checks (ledger == CUPTI, the capture probe) from gpu_loop_exe.
+  std::string device = "cpu";
+  std::string gpu_loop_exe;  // default: suites/gpu/loopgate_gpu_loop beside the gate suites
 };
 int cmd_gate(const GateOptions& options);
 

@@ -21,6 +21,7 @@
 #include "fixtures/loop_checks.h"
 #include "fixtures/scenarios.h"
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/gpu.h"
 #include "tools/loopgate/validate.h"
 #include "tools/loopgate/verdicts.h"
 #include "trainer/common/error.h"
@@ -77,7 +78,7 @@ Verdict make_verdict(const std::string& fixture, std::string suite, const std::s
 // What one launch's progress file says: the verdict of every test that ended, and the test it was in when it
 // was aborted ("" when none).
 struct LaunchOutcome {
-  std::vector<Verdict> verdicts;
+  std::vector<Verdict> verdicts, skipped;
   std::vector<std::string> seen;  // full names of every test that started
   std::string aborted_in;         // full name
   std::string aborted_suite, aborted_name, aborted_param;
@@ -104,9 +105,12 @@ LaunchOutcome read_progress(const std::string& fixture, const std::string& path)
     const bool passed = j.value("passed", false);
     if (v.check.empty() && passed) continue;  // not a gate test
     if (v.check.empty()) v.check = "other";    // a failing non-gate test still fails the job
-    if (j.value("skipped", false)) continue;
     v.passed = passed;
     v.message = j.value("message", "");
+    if (j.value("skipped", false)) {
+      out.skipped.push_back(v);
+      continue;
+    }
     out.verdicts.push_back(v);
   }
   out.aborted_in = open;
@@ -130,8 +134,16 @@ std::string abort_lines(const std::string& log_path) {
 // One fixture's launch of the suites, running in the background; its log is echoed as it grows. A launch that
 // is aborted inside a test (a hang the watchdog breaks, a throw, an MPI error) is relaunched for the tests it
 // did not reach, so one broken test costs its own verdict, not the fixture's.
+// One launch of a suites executable on one fixture: the gate suites, or on a GPU the GPU-only suites, each with
+// its own filter and log name.
+struct LaunchUnit {
+  Fixture fixture;
+  std::string exe, filter, tag, device = "cpu";
+};
+
 struct Launch {
   FixtureRun r;
+  LaunchUnit unit;
   const GateOptions* o = nullptr;
   std::string dir, trace_dir, progress, attempt_log;
   std::vector<std::string> excluded;  // tests earlier attempts started (finished or aborted in)
@@ -144,11 +156,13 @@ struct Launch {
 void start_attempt(Launch& l) {
   const GateOptions& o = *l.o;
   const int attempt = l.r.launches++;
-  l.attempt_log = attempt == 0 ? l.r.log_path : fmt::format("{}/{}.relaunch{}.log", l.dir, l.r.fixture, attempt);
-  l.progress = fmt::format("{}/{}.progress{}.jsonl", l.dir, l.r.fixture, attempt);
-  std::string filter = o.filter.empty() ? gtest_filter(o.checks) : o.filter;
+  const std::string name = l.r.fixture + l.unit.tag;
+  l.attempt_log = attempt == 0 ? l.r.log_path : fmt::format("{}/{}.relaunch{}.log", l.dir, name, attempt);
+  l.progress = fmt::format("{}/{}.progress{}.jsonl", l.dir, name, attempt);
+  std::string filter = l.unit.filter;
   if (!l.excluded.empty()) filter += "-" + join(l.excluded, ":");
-  std::string cmd = fmt::format("{} -n {} {} --lg_fixture={}", o.mpiexec, l.r.np, o.suites_exe, l.r.fixture);
+  std::string cmd = fmt::format("{} -n {} {} --lg_fixture={}", o.mpiexec, l.r.np, l.unit.exe, l.r.fixture);
+  if (l.unit.device != "cpu") cmd += " --lg_device=" + l.unit.device;
   if (!o.arms.empty()) cmd += " --lg_arms=" + join(o.arms, ",");
   if (o.iters) cmd += fmt::format(" --lg_iters={}", *o.iters);
   cmd += fmt::format(" --lg_trace_dir={} --lg_progress_file={} --lg_timeout={} --lg_progress_timeout={} "
@@ -161,17 +175,21 @@ void start_attempt(Launch& l) {
   l.pending.clear();
 }
 
-std::unique_ptr<Launch> launch_fixture(const GateOptions& o, const Fixture& f, const std::string& dir, size_t index,
+std::unique_ptr<Launch> launch_fixture(const GateOptions& o, const LaunchUnit& u, const std::string& dir, size_t index,
                                        size_t total) {
+  const Fixture& f = u.fixture;
   auto l = std::make_unique<Launch>();
   l->o = &o;
+  l->unit = u;
   l->dir = dir;
   l->index = index;
   l->r.fixture = f.name;
   l->r.np = f.world;
-  l->r.log_path = fmt::format("{}/{}.log", dir, f.name);
+  l->r.log_path = fmt::format("{}/{}{}.log", dir, f.name, u.tag);
   l->trace_dir = fmt::format("{}/{}", dir, f.name);
-  if (o.echo) std::printf("[%zu/%zu] %-10s np %-3d launching the gate suites\n", index + 1, total, f.name.c_str(), f.world);
+  if (o.echo)
+    std::printf("[%zu/%zu] %-10s np %-3d launching %s\n", index + 1, total, f.name.c_str(), f.world,
+                u.tag.empty() ? "the gate suites" : ("the GPU-only suites (" + u.tag.substr(1) + ")").c_str());
   std::fflush(stdout);
   l->start = std::chrono::steady_clock::now();
   start_attempt(*l);
@@ -213,6 +231,7 @@ bool poll_launch(Launch& l) {
   std::ifstream(l.attempt_log + ".rc") >> rc;
   LaunchOutcome out = read_progress(l.r.fixture, l.progress);
   l.r.verdicts.insert(l.r.verdicts.end(), out.verdicts.begin(), out.verdicts.end());
+  l.r.skipped.insert(l.r.skipped.end(), out.skipped.begin(), out.skipped.end());
   l.r.exit_code = l.r.aborted.empty() ? rc : std::max(rc, 1);
   if (rc != 0 && !out.aborted_in.empty()) {
     // The attempt died inside a test: that test fails with the abort's own lines; the rest run again.
@@ -238,7 +257,7 @@ bool poll_launch(Launch& l) {
 // Runs every fixture's launch. Fixtures of at most 2 ranks may run `jobs` at a time (a machine with more cores
 // than ranks gains; on 2 cores it lost: 131 s for single+tp2sp+pp2 two at a time, 105 s one at a time); larger
 // fixtures run alone.
-std::vector<FixtureRun> run_fixtures(const GateOptions& o, const std::vector<Fixture>& fixtures, const std::string& dir) {
+std::vector<FixtureRun> run_fixtures(const GateOptions& o, const std::vector<LaunchUnit>& fixtures, const std::string& dir) {
   std::vector<FixtureRun> runs(fixtures.size());
   std::vector<std::unique_ptr<Launch>> active;
   size_t next = 0;
@@ -247,7 +266,7 @@ std::vector<FixtureRun> run_fixtures(const GateOptions& o, const std::vector<Fix
     bool all_small = true;
     for (const auto& l : active) all_small = all_small && small(l->r.np);
     if (next < fixtures.size() &&
-        (active.empty() || (all_small && small(fixtures[next].world) && static_cast<int>(active.size()) < o.jobs))) {
+        (active.empty() || (all_small && small(fixtures[next].fixture.world) && static_cast<int>(active.size()) < o.jobs))) {
       active.push_back(launch_fixture(o, fixtures[next], dir, next, fixtures.size()));
       ++next;
       continue;
@@ -285,6 +304,21 @@ void print_table(const std::vector<FixtureRun>& runs, const std::vector<std::str
     row += fmt::format(" {:>11}", v.defect);
     std::printf("%s\n", row.c_str());
   }
+}
+
+// Tests that skipped themselves are no verdict (neither pass nor fail): one line per fixture, check and reason,
+// so a check that could not run here is said, never counted as passed.
+void print_skipped(const std::vector<FixtureRun>& runs) {
+  std::map<std::string, int> lines;
+  for (const FixtureRun& r : runs)
+    for (const Verdict& v : r.skipped) {
+      std::string why = v.message.substr(v.message.find('\n') == std::string::npos ? 0 : v.message.find('\n') + 1);
+      why = why.substr(0, why.find('\n'));
+      ++lines[fmt::format("{} {}: {}", r.fixture, v.check, why.empty() ? "(no reason given)" : why)];
+    }
+  if (lines.empty()) return;
+  std::printf("\nskipped (not verdicts):\n");
+  for (const auto& [line, n] : lines) std::printf("  %s (%d test%s)\n", line.c_str(), n, n == 1 ? "" : "s");
 }
 
 std::string xml_escape(const std::string& s) {
@@ -354,6 +388,22 @@ SuitesRegistry describe_suites(const std::string& exe) {
                                "suites executable?): {}", exe, out.substr(0, out.find('\n'))));
 }
 
+// On a GPU, one rank per GPU: the fixtures whose ranks fit, each one left out named with why. None fitting is
+// bad input (the runner cannot run the gate it was asked for).
+std::vector<Fixture> fixtures_that_fit(const std::vector<Fixture>& fixtures, int gpus) {
+  std::vector<Fixture> fit;
+  for (const Fixture& f : fixtures) {
+    if (f.world <= gpus) {
+      fit.push_back(f);
+    } else {
+      std::printf("loopgate gate: %s left out: it needs %d GPUs (one per rank), this runner has %d\n", f.name.c_str(),
+                  f.world, gpus);
+    }
+  }
+  LG_INPUT_CHECK(!fit.empty(), "--device cuda: no fixture asked for fits the {} visible GPU(s)", gpus);
+  return fit;
+}
+
 const Fixture& find_in(const SuitesRegistry& r, const std::string& name) {
   std::vector<std::string> known;
   for (const Fixture& f : r.fixtures) {
@@ -370,11 +420,32 @@ void check_arm_in(const SuitesRegistry& r, const std::string& name) {
 
 }  // namespace
 
+// The launches of a gate run: per fixture the gate suites (on the run's device), and on a GPU the GPU-only suites
+// in two processes (a refused capture, the baseline's probe, comes last in a process of its own).
+std::vector<LaunchUnit> launch_units(const GateOptions& o, const std::vector<Fixture>& fixtures) {
+  const std::string filter = o.filter.empty() ? gtest_filter(o.checks) : o.filter;
+  auto wanted = [&](const std::string& check) {
+    return o.filter.empty() && (o.checks.empty() || std::find(o.checks.begin(), o.checks.end(), check) != o.checks.end());
+  };
+  std::vector<LaunchUnit> units;
+  for (const Fixture& f : fixtures) {
+    const bool gate_checks_wanted = !o.filter.empty() || o.checks.empty() ||
+                                    std::any_of(o.checks.begin(), o.checks.end(), [](const std::string& c) {
+                                      return c != "ledger_cupti" && c != "capture_probe";
+                                    });
+    if (gate_checks_wanted) units.push_back({f, o.suites_exe, filter, "", o.device});
+    if (o.device != "cuda") continue;
+    if (wanted("ledger_cupti")) units.push_back({f, o.gpu_loop_exe, "*LedgerEqualsCupti*", ".ledger_cupti", "cpu"});
+    if (wanted("capture_probe")) units.push_back({f, o.gpu_loop_exe, "*CaptureProbe*", ".capture_probe", "cpu"});
+  }
+  return units;
+}
+
 std::vector<FixtureRun> run_gate_fixtures(const GateOptions& o, const std::vector<Fixture>& fixtures,
                                           const std::string& dir) {
   set_mpi_launch_env();
   setenv("GTEST_COLOR", "no", 1);
-  return run_fixtures(o, fixtures, dir);
+  return run_fixtures(o, launch_units(o, fixtures), dir);
 }
 
 // Ranks run as root, oversubscribed, in containers (reference/cpu-build-and-run.md §6); the user's own
@@ -403,6 +474,7 @@ int cmd_gate(const GateOptions& o_in) {
     for (const std::string& f : o.fixtures) fixtures.push_back(find_in(known, f));
   }
   for (const std::string& a : o.arms) check_arm_in(known, a);
+  if (o.device == "cuda") fixtures = fixtures_that_fit(fixtures, visible_gpu_count());
   set_mpi_launch_env();
   setenv("LOOPGATE_GOLDEN_DIR", default_golden_dir().c_str(), 0);  // this CLI's golden/ (the installed one if installed)
   setenv("LOOPGATE_TRAINER_DIR", trainer_source_dir().c_str(), 0);  // and its trainer's sources (loop_code's scan)
@@ -415,7 +487,7 @@ int cmd_gate(const GateOptions& o_in) {
               dir.c_str());
   const std::string started_at = utc_now();
   auto start = std::chrono::steady_clock::now();
-  std::vector<FixtureRun> runs = run_fixtures(o, fixtures, dir);
+  std::vector<FixtureRun> runs = run_fixtures(o, launch_units(o, fixtures), dir);
   print_table(runs, arms);
   bool ok = true;
   int total = 0, failed = 0;
@@ -433,6 +505,7 @@ int cmd_gate(const GateOptions& o_in) {
       }
     }
   }
+  print_skipped(runs);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("\nverdicts: %d, failed: %d, time %.1f s: %s\n", total, failed, secs, ok ? "OK" : "FAILED");
   if (!o.json_path.empty()) {

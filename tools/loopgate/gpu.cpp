@@ -10,9 +10,20 @@
 #if LOOPGATE_HAS_CUDA
 #include "trainer/instrument/cupti_counter.h"
 #include "trainer/instrument/device_cuda.h"
+#include <cuda_runtime.h>
 #endif
 
 namespace loopgate {
+
+int visible_gpu_count() {
+#if LOOPGATE_HAS_CUDA
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;  // no driver or no device: none visible
+  return n;
+#else
+  throw InputError("--device cuda: this loopgate was built without the GPU tier (configure with the gpu preset)");
+#endif
+}
 
 GpuFlags& gpu_flags() {
   static GpuFlags flags;

@@ -27,6 +27,8 @@ struct GpuFlags {
 GpuFlags& gpu_flags();  // the process's parsed flags
 
 void add_gpu_flags(CLI::App* run, GpuFlags& flags);
+// The GPUs this process sees (CUDA_VISIBLE_DEVICES applies). InputError where this loopgate has no GPU tier.
+int visible_gpu_count();
 void apply_gpu_flags(const GpuFlags& flags, RunConfig& config);  // InputError on bad values
 
 // --cupti: start before the run (a one-line note on rank 0 and no table when CUPTI cannot subscribe),

@@ -100,10 +100,10 @@ int main(int argc, char** argv) {
   add_gpu_flags(run, gpu_flags());
 
   GateOptions go;
-  CLI::App* gate = app.add_subcommand("gate", "run every gate on every CPU fixture and print the verdict table");
+  CLI::App* gate = app.add_subcommand("gate", "run every gate on every fixture of the device (CPU: all; cuda: those whose ranks fit the GPUs) and print the verdict table");
   gate->add_option("--fixture", go.fixtures, "fixtures (repeatable or a,b list; default: every CPU fixture)")
       ->delimiter(',');
-  gate->add_option("--arm", go.arms, "candidate arms (repeatable or a,b list; default: syncfree-1..5, syncfree, onesync)")
+  gate->add_option("--arm", go.arms, "candidate arms (repeatable or a,b list; default: syncfree-1..5, syncfree, onesync, zerosync)")
       ->delimiter(',');
   gate->add_option("--check", go.checks, "gates (repeatable or a,b list; default: all)")->delimiter(',');
   gate->add_option("--iters", go.iters,
@@ -118,6 +118,12 @@ int main(int argc, char** argv) {
   gate->add_option("--progress-timeout", go.progress_timeout,
                    "seconds a test may go without progress on a rank before it fails and the fixture relaunches "
                    "for the tests not yet run, > 0 (default 60)");
+  gate->add_option("--device", go.device,
+                   "cpu | cuda (cuda: every fixture whose ranks fit the visible GPUs, one rank per GPU, NCCL and bf16, "
+                   "plus the GPU-only checks ledger_cupti and capture_probe; default cpu)");
+  gate->add_option("--gpu-loop-exe", go.gpu_loop_exe,
+                   "the GPU-only suites executable (--device cuda; default: suites/gpu/loopgate_gpu_loop beside the "
+                   "gate suites)");
   gate->add_option("--jobs", go.jobs, "fixtures of at most 2 ranks run this many at a time, >= 1 (default 1: on 2 cores, two jobs' waiting ranks spin against each other)");
 
   GoldenOptions gd;
@@ -207,6 +213,8 @@ int main(int argc, char** argv) {
     }
     if (*gate) {
       if (go.suites_exe.empty()) go.suites_exe = self.substr(0, self.rfind('/')) + "/../suites/loopgate_gates";
+      if (go.gpu_loop_exe.empty())
+        go.gpu_loop_exe = go.suites_exe.substr(0, go.suites_exe.rfind('/') + 1) + "gpu/loopgate_gpu_loop";
       return cmd_gate(go);
     }
     if (*ab_cmd) {

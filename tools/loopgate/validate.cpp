@@ -250,6 +250,16 @@ void validate_gate_options(const GateOptions& o) {
     LG_INPUT_CHECK(found, "--check {}: unknown gate (known: {})", quoted(c), known);
   }
   if (o.iters) check_gate_iters(o, fixtures);
+  LG_INPUT_CHECK(o.device == "cpu" || o.device == "cuda", "--device {}: must be cpu or cuda", quoted(o.device));
+  for (const std::string& c : o.checks)
+    LG_INPUT_CHECK(o.device == "cuda" || (c != "ledger_cupti" && c != "capture_probe"),
+                   "--check {}: a GPU-only check (needs --device cuda)", c);
+  if (o.device == "cuda") {
+    struct stat gst;
+    LG_INPUT_CHECK(stat(o.gpu_loop_exe.c_str(), &gst) == 0 && access(o.gpu_loop_exe.c_str(), X_OK) == 0,
+                   "--gpu-loop-exe {}: the GPU-only suites executable is missing (build with the gpu preset)",
+                   o.gpu_loop_exe);
+  }
   LG_INPUT_CHECK(o.jobs >= 1, "--jobs {}: must be >= 1", o.jobs);
   LG_INPUT_CHECK(o.progress_timeout > 0, "--progress-timeout {}: must be > 0 seconds", o.progress_timeout);
   struct stat st;

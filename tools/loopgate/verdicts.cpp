@@ -18,7 +18,8 @@ const std::vector<std::pair<std::string, std::string>>& gate_checks() {
       {"equivalence", "Equivalence"}, {"distributional", "Distributional"}, {"lr_schedule", "LrSchedule"},
       {"nan_detection", "NanDetection"}, {"timers", "Timers"},           {"logging_exit", "LoggingExit"},
       {"sync_budget", "SyncBudget"},   {"loop_code", "LoopCode"},         {"schedule", "Schedule"},
-      {"fp16", "Fp16"},                {"cuda_graph", "CudaGraph"},       {"golden_values", "GoldenValues"}};
+      {"fp16", "Fp16"},                {"cuda_graph", "CudaGraph"},       {"isolation", "Isolation"},
+      {"golden_values", "GoldenValues"}, {"ledger_cupti", "LedgerEqualsCupti"}, {"capture_probe", "CaptureProbe"}};
   return c;
 }
 

@@ -37,6 +37,7 @@ struct FixtureRun {
   int launches = 0;                 // 1, plus one relaunch per test a launch was aborted in
   std::vector<std::string> aborted;  // tests a launch was aborted in (hang, throw, MPI error), in order
   std::vector<Verdict> verdicts;
+  std::vector<Verdict> skipped;  // tests that skipped themselves, with their reason: never counted as passed
   std::vector<TraceFile> traces;
 };
 
