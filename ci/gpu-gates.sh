@@ -13,14 +13,10 @@ source ci/gpu-select.sh
 B="${BUILD_DIR:-build/gpu}"
 R="${RESULTS:-$B/results}"
 mkdir -p "$R"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export NCCL_NVLS_ENABLE=0 NCCL_ALGO=Ring NCCL_PROTO=Simple CUBLAS_WORKSPACE_CONFIG=:4096:8 GTEST_COLOR=no
+source ci/gpu-env.sh
+export GTEST_COLOR=no
 if [ "${BUILD:-0}" = 1 ]; then
-  export LOOPGATE_TORCH_PREFIX="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
-  extra=(-DLOOPGATE_TORCH_NCCL_DIR="$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])')")
-  [ -n "${LOOPGATE_VENDOR_DIR:-}" ] && extra+=(-DLOOPGATE_VENDOR_DIR="$LOOPGATE_VENDOR_DIR")
-  cmake --preset gpu "${extra[@]}" > "$R/configure.log" 2>&1 || { tail -40 "$R/configure.log"; exit 1; }
-  { time ninja -C $B -j "$(nproc)" loopgate_gates loopgate loopgate_gpu_loop; } > "$R/build.log" 2>&1 || { grep -E 'error' -A3 "$R/build.log" | head -60; exit 1; }
+  RESULTS="$R" bash ci/gpu-build.sh loopgate_gates loopgate loopgate_gpu_loop || exit 1
 fi
 F='Arms/Equivalence.*:GatePower.Equivalence*:Arms/NanDetection.*:NanDetection.*:GatePower.NanDetection*'
 F+=':Arms/Timers.*:Timers.*:GatePower.Timers*:Arms/LoggingExit.*:LoggingExit.*:GatePower.LoggingExit*'

@@ -22,13 +22,7 @@ ngpu="$(lg_gpu_count)"
 steps="${STEPS-unit graph launches cupti live profile bench bad ab}"  # STEPS="" (set, empty): build only
 
 if [ "${BUILD:-0}" = 1 ]; then
-  export LOOPGATE_TORCH_PREFIX="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
-  extra=(-DLOOPGATE_TORCH_NCCL_DIR="$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])')")
-  [ -n "${LOOPGATE_VENDOR_DIR:-}" ] && extra+=(-DLOOPGATE_VENDOR_DIR="$LOOPGATE_VENDOR_DIR")
-  cmake --preset gpu "${extra[@]}" > "$R/configure.log" 2>&1 || { tail -40 "$R/configure.log"; exit 1; }
-  { time ninja -C $B -j "$(nproc)" loopgate loopgate_gates loopgate_gpu_loop loopgate_gpu_unit loopgate_bench; } > "$R/build.log" 2>&1 ||
-    { grep -E 'error' -A3 "$R/build.log" | head -60; exit 1; }
-  tail -3 "$R/build.log"
+  RESULTS="$R" bash ci/gpu-build.sh loopgate loopgate_gates loopgate_gpu_loop loopgate_gpu_unit loopgate_bench || exit 1
 fi
 
 # step NAME LIMIT CMD...: one command, its log in $R/NAME.log, one summary line.

@@ -1,30 +1,25 @@
 #!/usr/bin/env bash
-# GPU runner: configure with the gpu preset (LibTorch CUDA from the runner's PyTorch, NCCL from its
-# site-packages/nvidia/nccl, CUPTI from the toolkit), build, and run the tests labelled gpu with one GPU per rank
-# through CTest resource groups, on a runner of any size: tests that need more GPUs than the runner has (label
-# gpusN) are left out with one line per N (ci/gpu-select.sh), and no GPU at all is a failure. The resource spec
-# lists the GPUs this runner has (ci/gpu-resources.json is the two-GPU example; a spec is generated otherwise).
-#   ci/gpu.sh                 # configure + build + ctest -L gpu
-#   LOOPGATE_VENDOR_DIR=/path ci/gpu.sh   # runner image without gtest/nlohmann/CLI11 packages
-#   DRY_RUN=1 [BUILD_DIR=build/gpu] ci/gpu.sh   # no build, no run: what this runner would run, on a configured tree
-set -euo pipefail
+# GPU CI, one command: build (ci/gpu-build.sh), run the tests labelled gpu with one GPU per rank through CTest
+# resource groups, then the GPU gate, `loopgate gate --device cuda`: every check on every fixture whose ranks fit
+# this runner's GPUs (one rank per GPU; the others left out with one line each), with the GPU-only checks
+# (ledger == CUPTI, the capture probe). Tests that need more GPUs than the runner has are left out with one line
+# per GPU count (ci/gpu-select.sh); no GPU at all is a failure. Exit: the gate's (0 pass, 1 fail, 2 bad input),
+# or 1 when the gate passed and CTest did not.
+#   bash ci/gpu.sh                                  # build + ctest -L gpu + the gate
+#   LOOPGATE_VENDOR_DIR=/path bash ci/gpu.sh        # runner image without gtest / nlohmann / CLI11 packages
+#   NO_BUILD=1 bash ci/gpu.sh                       # on a built tree
+#   GATE_ARGS="--fixture single" bash ci/gpu.sh     # arguments for the gate (a JSON goes to $RESULTS/gate.json)
+#   DRY_RUN=1 [BUILD_DIR=build/gpu] bash ci/gpu.sh  # no build, no run: what this runner would run
+set -uo pipefail
 cd "$(dirname "$0")/.."
 source ci/gpu-select.sh
+source ci/gpu-env.sh
 B="${BUILD_DIR:-build/gpu}"
-
-# Ranks run as root in runner containers; NVLink multicast stays off (shared hosts); NCCL pinned for bitwise tests.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export NCCL_ALGO="${NCCL_ALGO:-Ring}" NCCL_PROTO="${NCCL_PROTO:-Simple}" CUBLAS_WORKSPACE_CONFIG=:4096:8
-
-if [ "${DRY_RUN:-0}" != 1 ]; then
-  export LOOPGATE_TORCH_PREFIX="${LOOPGATE_TORCH_PREFIX:-$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')}"
-  NCCL_DIR="$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)"
-  extra=()
-  [ -n "$NCCL_DIR" ] && extra+=("-DLOOPGATE_TORCH_NCCL_DIR=$NCCL_DIR")
-  [ -n "${LOOPGATE_VENDOR_DIR:-}" ] && extra+=("-DLOOPGATE_VENDOR_DIR=$LOOPGATE_VENDOR_DIR")
-  cmake --preset gpu "${extra[@]}"
-  cmake --build --preset gpu -j "$(nproc)"
+R="${RESULTS:-$B/results}"
+mkdir -p "$R"
+start=$(date +%s)
+if [ "${DRY_RUN:-0}" != 1 ] && [ "${NO_BUILD:-0}" != 1 ]; then
+  bash ci/gpu-build.sh || exit 1
 fi
 
 ngpu="$(lg_gpu_count)"
@@ -45,9 +40,19 @@ print(json.dumps({"version": {"major": 1, "minor": 0},
 PY
 fi
 cmd=(ctest --test-dir "$B" -L gpu "${LG_CTEST_FILTER[@]}" --resource-spec-file "$spec" -j "$ngpu" --output-on-failure)
+gate=("$B/tools/loopgate" gate --device cuda --json "$R/gate.json" --junit "$R/gate.xml" ${GATE_ARGS:-})
 if [ "${DRY_RUN:-0}" = 1 ]; then
   echo "gpu.sh: $ngpu GPU(s); would run: ${cmd[*]} ${CTEST_ARGS:-}"
   "${cmd[@]}" -N ${CTEST_ARGS:-} | grep -E '^ *Test +#|^Total Tests'
+  echo "gpu.sh: then: ${gate[*]}"
   exit 0
 fi
 "${cmd[@]}" ${CTEST_ARGS:-}
+ctest_rc=$?
+tested=$(date +%s)
+"${gate[@]}"
+gate_rc=$?
+echo "gpu.sh: ctest exit $ctest_rc, gate exit $gate_rc; $(( tested - start )) s to the end of CTest, gate $(( $(date +%s) - tested )) s"
+[ "$gate_rc" -ne 0 ] && exit "$gate_rc"
+[ "$ctest_rc" -ne 0 ] && exit 1
+exit 0
