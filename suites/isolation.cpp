@@ -11,6 +11,7 @@
 
 #include "fixtures/compare.h"
 #include "fixtures/golden.h"
+#include "fixtures/harness/args.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -30,11 +31,13 @@ std::vector<Mismatch> repeat_mismatches(const std::string& arm) {
 }
 
 // The baseline (the shared communicators and context) and the final arms that keep state on the device
-// (onesync, zerosync), as far as they are candidates: a repeat costs a clean run each.
+// (onesync, zerosync), as far as they are candidates: a repeat costs a clean run each. Arms named with
+// --lg_arms (loopgate gate --arm, selftest) all repeat.
 std::vector<std::string> isolation_arms() {
   std::vector<std::string> a = {"baseline"};
+  const bool named = !harness_arg("arms").empty();
   for (const std::string& c : gate_arms())
-    if (c == "onesync" || c == "zerosync") a.push_back(c);
+    if (named || c == "onesync" || c == "zerosync") a.push_back(c);
   return a;
 }
 
