@@ -74,9 +74,13 @@ void Adam::step_impl(const std::vector<at::Tensor>& main_grads, double lr, doubl
   const double one_minus_beta2 = static_cast<double>(1.0f - beta2_f);
   const double eps = as_float(config_.eps), lr_f = as_float(lr);
 
-  at::Tensor keep;  // bool [1]: true where this step is skipped
-  if (skip) keep = skip->reshape({1}).to(at::kBool);
-  const at::Tensor new_step = skip ? step_ + keep.logical_not().to(at::kLong) : step_ + 1;
+  at::Tensor keep, advance;  // bool [1]: true where this step is skipped; int64 [1]: 1 where it is taken
+  if (skip) {
+    ScopedSite mask(kStepMaskSite);
+    keep = skip->reshape({1}).to(at::kBool);
+    advance = keep.logical_not().to(at::kLong);
+  }
+  const at::Tensor new_step = skip ? step_ + advance : step_ + 1;
   at::Tensor bc1 = at::ones({1}, at::TensorOptions().dtype(at::kFloat).device(step_.device()));
   at::Tensor bc2 = bc1;
   if (config_.bias_correction) {
@@ -166,7 +170,11 @@ OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<a
   }
   // (2) skip on found_inf, masked. Without a scaler nothing can be found, so no mask (and no extra kernels).
   // A veto (a world-wide fault verdict still on the device, the one-read arm) masks the step like found_inf.
-  const at::Tensor found = veto ? r.found_inf.gt(0).logical_or(veto->reshape({1})) : r.found_inf.gt(0);
+  at::Tensor found = r.found_inf.gt(0);
+  if (veto) {
+    ScopedSite mask(kStepMaskSite);
+    found = found.logical_or(veto->reshape({1}));
+  }
   const bool masked = scaler != nullptr || veto != nullptr;
   LG_CHECK(lr_device == nullptr || masked, "optimizer_step: a device LR comes with a device mask (zerosync)");
 
@@ -180,7 +188,10 @@ OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<a
   // (4) clip; on a skipped step Megatron never clips, so the coefficient becomes 1.
   if (config.clip_grad > 0.0) {
     at::Tensor clip_coeff = clip_coeff_fp32(config.clip_grad, grad_norm);
-    if (masked) clip_coeff = at::where(found, at::ones_like(clip_coeff), clip_coeff);
+    if (masked) {
+      ScopedSite mask(kStepMaskSite);
+      clip_coeff = at::where(found, at::ones_like(clip_coeff), clip_coeff);
+    }
     for (at::Tensor& g : main_grads) g.mul_(clip_coeff);
   }
 

@@ -18,6 +18,11 @@ namespace loopgate {
 
 // ---- Adam ----
 
+// The operator-count site of a masked step's own work (the skip mask, the clip coefficient kept at 1 on a skipped
+// step, the step count's advance): a fixed few per iteration, counted apart from the numerics path, which is then
+// the same operators in every arm (sync_budget's numerics check allows it nothing more than the baseline's).
+inline constexpr const char* kStepMaskSite = "step_mask";
+
 struct AdamConfig {  // Megatron defaults: arguments.py --adam-beta1/--adam-beta2/--adam-eps
   double beta1 = 0.9;
   double beta2 = 0.999;
