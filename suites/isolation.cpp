@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include "fixtures/compare.h"
-#include "fixtures/golden.h"
 #include "fixtures/harness/args.h"
 #include "fixtures/scenarios.h"
 
@@ -24,10 +23,7 @@ const std::vector<std::string> kFields = {"lm_loss", "params_norm", "grad_norm",
 // configuration run again now, under another scenario key (so not taken from the cache).
 std::vector<Mismatch> repeat_mismatches(const std::string& arm) {
   const Trace& first = clean_run(arm).trace;
-  RunConfig c = gate_config();
-  c.train_iters = gate_iters(golden_iters(c.fixture));
-  c.log_interval = 1;
-  return compare_fields(first, run_scenario("isolation:repeat", c, arm).trace, kFields);
+  return compare_fields(first, run_scenario("isolation:repeat", clean_config(), arm).trace, kFields);
 }
 
 // The baseline (the shared communicators and context) and the final arms that keep state on the device
@@ -44,6 +40,8 @@ std::vector<std::string> isolation_arms() {
 class Isolation : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Isolation, CleanRunRepeatedInTheSameProcessIsBitIdentical) {
+  if (heavy_fixture() && GetParam() != "baseline" && harness_arg("arms").empty())
+    GTEST_SKIP() << "dp64: the baseline repeats (64 ranks on 2 cores; the arms' own state is checked on the others)";
   auto m = repeat_mismatches(GetParam());
   EXPECT_TRUE(m.empty()) << GetParam() << ": the repeat differs from the first run (state kept between scenarios)\n"
                          << describe(m, "first run", "repeat");
@@ -53,6 +51,7 @@ INSTANTIATE_TEST_SUITE_P(Arms, Isolation, ::testing::ValuesIn(isolation_arms()),
                          [](const auto& info) { return param_name(info.param); });
 
 TEST(GatePower, IsolationRejectsAStateLeakBetweenScenarios) {
+  if (heavy_fixture()) GTEST_SKIP() << "dp64: the same comparison is shown to reject on the smaller fixtures";
   auto m = repeat_mismatches("defect-state-leak");
   EXPECT_FALSE(m.empty()) << "the isolation gate accepted an arm whose state outlives its run";
   if (!m.empty() && world_rank() == 0) std::printf("rejected as expected:\n%s", describe(m, "first run", "repeat", 2).c_str());

@@ -97,6 +97,9 @@ row 0 "--check 'equivalance': unknown gate" gate --check equivalance
 row 0 "--jobs 0: must be >= 1" gate --jobs 0
 row 0 "--device 'gpu': must be cpu or cuda" gate --device gpu
 row 0 "--check ledger_cupti: a GPU-only check (needs --device cuda)" gate --check ledger_cupti
+row 0 "--device cuda: this loopgate was built without the GPU tier" gate --device cuda
+row 0 "--device 'gpu': must be cpu or cuda" selftest --device gpu
+row 0 "--device cuda: this loopgate was built without the GPU tier" selftest --device cuda
 row 0 "--json $WORK/no-such-dir/g.json: directory $WORK/no-such-dir does not exist" gate --json "$WORK/no-such-dir/g.json"
 row 0 "--junit $WORK: is a directory" gate --junit "$WORK"
 row 0 "--mpiexec 'no-such-mpiexec': 'no-such-mpiexec' is not on PATH" gate --mpiexec no-such-mpiexec

@@ -40,9 +40,11 @@ RunConfig gpu_config(int64_t iters, int log_interval) {
   return c;
 }
 
+// The baseline and the gate's candidates (--lg_arms: `loopgate gate --arm`, `loopgate selftest`).
 std::vector<std::string> loop_arms() {
-  return {"baseline", "syncfree-1", "syncfree-2", "syncfree-3", "syncfree-4",
-          "syncfree-5", "syncfree",   "onesync",    "zerosync"};
+  std::vector<std::string> a = {"baseline"};
+  for (const std::string& c : candidate_arms()) a.push_back(c);
+  return a;
 }
 
 // ---- (1) ledger == CUPTI ----

@@ -53,6 +53,8 @@ struct SelftestOptions {
   double progress_timeout = 10;      // the hang defects: how long a stuck rank waits before the watchdog fails it
   std::string json_path;
   std::string suites_exe, mpiexec = "mpiexec";
+  std::string device = "cpu";  // cuda: the GPU tier (GPU-only defects run too)
+  std::string gpu_loop_exe;
 };
 int cmd_selftest(const SelftestOptions& options);
 

@@ -427,8 +427,15 @@ std::vector<LaunchUnit> launch_units(const GateOptions& o, const std::vector<Fix
   auto wanted = [&](const std::string& check) {
     return o.filter.empty() && (o.checks.empty() || std::find(o.checks.begin(), o.checks.end(), check) != o.checks.end());
   };
+  // A filter naming a GPU-only suite (loopgate selftest on a GPU-only defect) runs in the GPU-only executable.
+  const bool gpu_only_filter =
+      o.filter.find("LedgerEqualsCupti") != std::string::npos || o.filter.find("CaptureProbe") != std::string::npos;
   std::vector<LaunchUnit> units;
   for (const Fixture& f : fixtures) {
+    if (gpu_only_filter) {
+      units.push_back({f, o.gpu_loop_exe, o.filter, ".gpu_only", "cpu"});
+      continue;
+    }
     const bool gate_checks_wanted = !o.filter.empty() || o.checks.empty() ||
                                     std::any_of(o.checks.begin(), o.checks.end(), [](const std::string& c) {
                                       return c != "ledger_cupti" && c != "capture_probe";

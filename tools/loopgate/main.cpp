@@ -179,6 +179,9 @@ int main(int argc, char** argv) {
                        "seconds a stuck rank waits before the watchdog fails a hanging defect's test (default 10)");
   selftest->add_option("--json", so.json_path, "write the results as JSON");
   selftest->add_option("--mpiexec", so.mpiexec, "the MPI launcher: a path or a program on PATH (default mpiexec)");
+  selftest->add_option("--device", so.device,
+                       "cpu | cuda (cuda: the GPU tier, GPU-only defects included; a defect whose fixture needs more "
+                       "GPUs than are visible is listed as not run; default cpu)");
 
   // CLI11 reads an unknown first word as a stray positional ("A subcommand is required"): name it instead.
   std::string known;
@@ -209,6 +212,7 @@ int main(int argc, char** argv) {
     std::string self = self_path(argv[0]);
     if (*selftest) {
       so.suites_exe = self.substr(0, self.rfind('/')) + "/../suites/loopgate_gates";
+      so.gpu_loop_exe = self.substr(0, self.rfind('/')) + "/../suites/gpu/loopgate_gpu_loop";
       return cmd_selftest(so);
     }
     if (*gate) {

@@ -16,6 +16,7 @@
 
 #include "fixtures/fixtures.h"
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/gpu.h"
 #include "tools/loopgate/verdicts.h"
 #include "trainer/common/error.h"
 #include "trainer/loop/arms.h"
@@ -43,16 +44,26 @@ std::string suite_of_check(const std::string& check) {
   return "";
 }
 
-DefectResult run_one(const Arm& d, const SelftestOptions& o, const std::string& dir) {
+// Whether a defect can run here: a GPU-only one needs --device cuda, and on a GPU its fixture's ranks must fit.
+std::string why_not_run(const Arm& d, const SelftestOptions& o, const std::string& fixture, int gpus) {
+  if (d.gpu_only && o.device != "cuda") return "not run (GPU only)";
+  if (o.device == "cuda" && find_fixture(fixture).world > gpus)
+    return fmt::format("not run (needs {} GPUs)", find_fixture(fixture).world);
+  return "";
+}
+
+DefectResult run_one(const Arm& d, const SelftestOptions& o, const std::string& dir, int gpus) {
   DefectResult r{&d, d.fixture.empty() ? "single" : d.fixture, "", "", 0};
-  if (d.gpu_only) {
-    r.outcome = "not run (GPU only)";
-    r.by = "suites/gpu/test_gpu_loop.cpp on a GPU runner";
+  r.outcome = why_not_run(d, o, r.fixture, gpus);
+  if (!r.outcome.empty()) {
+    r.by = d.gpu_only ? "suites/gpu/test_gpu_loop.cpp on a GPU runner (--device cuda)" : "a runner with more GPUs";
     return r;
   }
   GateOptions g;
   g.arms = {d.name};
   g.suites_exe = o.suites_exe;
+  g.gpu_loop_exe = o.gpu_loop_exe;
+  g.device = o.device;
   g.mpiexec = o.mpiexec;
   g.progress_timeout = o.progress_timeout;
   g.echo = false;
@@ -91,6 +102,8 @@ int cmd_selftest(const SelftestOptions& o_in) {
     }
   }
   LG_INPUT_CHECK(o.progress_timeout > 0, "--progress-timeout must be > 0 seconds (got {})", o.progress_timeout);
+  LG_INPUT_CHECK(o.device == "cpu" || o.device == "cuda", "--device '{}': must be cpu or cuda", o.device);
+  const int gpus = o.device == "cuda" ? visible_gpu_count() : 0;  // InputError where there is no GPU tier
   struct stat st;
   LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0, "gate suites executable not found at {}", o.suites_exe);
   std::unique_ptr<std::ofstream> json_out;
@@ -107,8 +120,8 @@ int cmd_selftest(const SelftestOptions& o_in) {
   int rejected = 0, runnable = 0;
   for (const Arm* d : defects) {
     std::fflush(stdout);
-    DefectResult r = run_one(*d, o, dir);
-    if (!d->gpu_only) {
+    DefectResult r = run_one(*d, o, dir, gpus);
+    if (r.outcome.rfind("not run", 0) != 0) {
       ++runnable;
       rejected += r.outcome == "REJECTED";
     }
@@ -117,8 +130,8 @@ int cmd_selftest(const SelftestOptions& o_in) {
     results.push_back(r);
   }
   const double score = runnable ? 100.0 * rejected / runnable : 0.0;
-  std::printf("\nmutation score: %d of %d runnable defects rejected (%.0f %%); %zu GPU-only not run here: %s\n", rejected,
-              runnable, score, defects.size() - static_cast<size_t>(runnable),
+  std::printf("\nmutation score: %d of %d runnable defects rejected (%.0f %%); %zu not run here (GPU only, or more "
+              "GPUs than visible): %s\n", rejected, runnable, score, defects.size() - static_cast<size_t>(runnable),
               rejected == runnable ? "OK" : "FAILED");
   if (json_out) {
     nlohmann::json j = {{"rejected", rejected}, {"runnable", runnable}, {"score_percent", score}};

@@ -4,6 +4,7 @@
 // "lr_warmup_steps 16". A flag left out is shown with the fixture's value, so the line says what to change.
 // Not here: single flags' ranges (run_flags.cpp), parsing (CLI11, fault.h), the runs themselves.
 #include "tools/loopgate/validate.h"
+#include "tools/loopgate/gpu.h"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -255,6 +256,7 @@ void validate_gate_options(const GateOptions& o) {
     LG_INPUT_CHECK(o.device == "cuda" || (c != "ledger_cupti" && c != "capture_probe"),
                    "--check {}: a GPU-only check (needs --device cuda)", c);
   if (o.device == "cuda") {
+    visible_gpu_count();  // InputError first where this loopgate has no GPU tier
     struct stat gst;
     LG_INPUT_CHECK(stat(o.gpu_loop_exe.c_str(), &gst) == 0 && access(o.gpu_loop_exe.c_str(), X_OK) == 0,
                    "--gpu-loop-exe {}: the GPU-only suites executable is missing (build with the gpu preset)",
