@@ -42,6 +42,16 @@ TEST(SelfTest, ThrowsOnRankOne) {
   MPI_Barrier(MPI_COMM_WORLD);  // rank 1 never arrives: the harness must abort rather than hang
 }
 
+// A crash (here a write through a null pointer) on one rank: its line names the rank, the signal and the test,
+// then its stack; the job ends (the other ranks' MPI sees the death) rather than hanging.
+TEST(SelfTest, CrashesOnRankOne) {
+  if (world_rank() == 1) {
+    volatile int* nowhere = nullptr;
+    *nowhere = 1;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // ---- the hangs a loop change can cause (issue 15): each must fail within the progress limit, name the rank ----
 
 namespace {
