@@ -1,14 +1,18 @@
 // `loopgate selftest`: the gates' power, measured. Every planted defect of the catalogue (trainer/loop/arms.cpp:
 // one policy set wrongly or one small hook, per property a gate claims) runs through the gate that must reject
 // it, as an ordinary candidate arm — the same tests a user's arm meets, not the GatePower tests — on the
-// smallest fixture that shows it. Prints, per defect, whether it was rejected, by which check and test, and in
-// how long; the mutation score is the share rejected. A defect whose ranks end in different collectives hangs,
-// and counts as rejected when the progress watchdog fails its test (--progress-timeout, 10 s here). GPU-only
-// defects are listed as not run. Exit 0 at 100 %, 1 below, 2 on bad input.
+// smallest fixture that shows it; the defects of one fixture share one launch (each judged by its own tests only).
+// Prints, per defect, whether it was rejected, by which check and test, and its launch's time; the mutation score
+// is the share rejected. A defect whose ranks end in different collectives hangs, and counts as rejected when the
+// progress watchdog fails its test (--progress-timeout, 10 s here); it gets a launch of its own. GPU-only defects
+// run with --device cuda and are listed as not run otherwise, as are, on a GPU, those whose fixture needs more GPUs
+// than are visible. Exit 0 at 100 %, 1 below, 2 on bad input.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <map>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -52,39 +56,68 @@ std::string why_not_run(const Arm& d, const SelftestOptions& o, const std::strin
   return "";
 }
 
-DefectResult run_one(const Arm& d, const SelftestOptions& o, const std::string& dir, int gpus) {
-  DefectResult r{&d, d.fixture.empty() ? "single" : d.fixture, "", "", 0};
-  r.outcome = why_not_run(d, o, r.fixture, gpus);
-  if (!r.outcome.empty()) {
-    r.by = d.gpu_only ? "suites/gpu/test_gpu_loop.cpp on a GPU runner (--device cuda)" : "a runner with more GPUs";
-    return r;
+// The defects of one launch: every runnable defect of a fixture shares one launch of the suites (its scenarios'
+// baseline runs are shared too), but for a defect whose ranks end in different collectives, which hangs until the
+// watchdog aborts the launch: it gets a launch of its own.
+struct Batch {
+  std::string fixture;
+  std::vector<const Arm*> defects;
+};
+
+std::vector<Batch> batches(const std::vector<const Arm*>& runnable) {
+  std::vector<Batch> out;
+  for (const Arm* d : runnable) {
+    const std::string fx = d->fixture.empty() ? "single" : d->fixture;
+    auto shared = std::find_if(out.begin(), out.end(), [&](const Batch& b) {
+      return b.fixture == fx && !d->hangs && !b.defects.front()->hangs;
+    });
+    if (shared == out.end()) {
+      out.push_back({fx, {d}});
+    } else {
+      shared->defects.push_back(d);
+    }
   }
+  return out;
+}
+
+// Runs one batch; each defect's own tests (its TEST_P instances of the check that must reject it, also of suites
+// that share the check's prefix) decide its outcome. `seconds`: the launch's, shared by its defects.
+std::vector<DefectResult> run_batch(const Batch& b, const SelftestOptions& o, const std::string& dir) {
   GateOptions g;
-  g.arms = {d.name};
   g.suites_exe = o.suites_exe;
   g.gpu_loop_exe = o.gpu_loop_exe;
   g.device = o.device;
   g.mpiexec = o.mpiexec;
   g.progress_timeout = o.progress_timeout;
   g.echo = false;
-  // This arm's own tests of the check (its TEST_P instances, also of suites that share the check's prefix).
-  g.filter = fmt::format("Arms/{}*/{}", suite_of_check(d.rejected_by), test_param(d.name));
-  const auto start = std::chrono::steady_clock::now();
-  const std::string sub = dir + "/" + d.name;
-  mkdir(sub.c_str(), 0755);
-  const std::vector<FixtureRun> runs = run_gate_fixtures(g, {find_fixture(r.fixture)}, sub);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  int own = 0;
-  for (const Verdict& v : runs.at(0).verdicts) {
-    if (v.arm != d.name) continue;
-    ++own;
-    if (v.passed || !r.by.empty()) continue;
-    const bool hung = v.message.find("made no progress") != std::string::npos;
-    r.by = fmt::format("{}: {}{}", v.check, v.test, hung ? " (hang, failed by the progress watchdog)" : "");
+  std::vector<std::string> filters;
+  for (const Arm* d : b.defects) {
+    g.arms.push_back(d->name);
+    filters.push_back(fmt::format("Arms/{}*/{}", suite_of_check(d->rejected_by), test_param(d->name)));
   }
-  r.outcome = !r.by.empty() ? "REJECTED" : own == 0 ? "NO TEST RAN" : "ACCEPTED!";
-  if (own == 0) r.by = "no test of this arm ran (see " + runs.at(0).log_path + ")";
-  return r;
+  for (const std::string& f : filters) g.filter += (g.filter.empty() ? "" : ":") + f;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string sub = dir + "/" + b.fixture + "_" + b.defects.front()->name;
+  mkdir(sub.c_str(), 0755);
+  const std::vector<FixtureRun> runs = run_gate_fixtures(g, {find_fixture(b.fixture)}, sub);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<DefectResult> out;
+  for (const Arm* d : b.defects) {
+    DefectResult r{d, b.fixture, "", "", seconds};
+    int own = 0;
+    for (const FixtureRun& run : runs)
+      for (const Verdict& v : run.verdicts) {
+        if (v.arm != d->name) continue;
+        ++own;
+        if (v.passed || !r.by.empty()) continue;
+        const bool hung = v.message.find("made no progress") != std::string::npos;
+        r.by = fmt::format("{}: {}{}", v.check, v.test, hung ? " (hang, failed by the progress watchdog)" : "");
+      }
+    r.outcome = !r.by.empty() ? "REJECTED" : own == 0 ? "NO TEST RAN" : "ACCEPTED!";
+    if (own == 0) r.by = "no test of this arm ran (see " + runs.at(0).log_path + ")";
+    out.push_back(r);
+  }
+  return out;
 }
 
 }  // namespace
@@ -116,19 +149,33 @@ int cmd_selftest(const SelftestOptions& o_in) {
   std::printf("loopgate selftest: %zu planted defects, each through the gate that must reject it; logs in %s\n",
               defects.size(), dir.c_str());
   std::printf("%-34s %-10s %-14s %-10s %7s  %s\n", "defect", "fixture", "gate", "verdict", "seconds", "rejected by");
-  std::vector<DefectResult> results;
-  int rejected = 0, runnable = 0;
+  // Which defects can run here, then one launch per batch; printed in catalogue order.
+  std::map<const Arm*, DefectResult> by_defect;
+  std::vector<const Arm*> runnable_defects;
   for (const Arm* d : defects) {
-    std::fflush(stdout);
-    DefectResult r = run_one(*d, o, dir, gpus);
-    if (r.outcome.rfind("not run", 0) != 0) {
-      ++runnable;
-      rejected += r.outcome == "REJECTED";
+    DefectResult r{d, d->fixture.empty() ? "single" : d->fixture, why_not_run(*d, o, d->fixture.empty() ? "single" : d->fixture, gpus), "", 0};
+    if (r.outcome.empty()) {
+      runnable_defects.push_back(d);
+    } else {
+      r.by = d->gpu_only ? "suites/gpu/test_gpu_loop.cpp on a GPU runner (--device cuda)" : "a runner with more GPUs";
+      by_defect.emplace(d, r);
     }
+  }
+  const std::vector<Batch> launches = batches(runnable_defects);
+  for (const Batch& b : launches)
+    for (const DefectResult& r : run_batch(b, o, dir)) by_defect.emplace(r.arm, r);
+  std::vector<DefectResult> results;
+  int rejected = 0;
+  const int runnable = static_cast<int>(runnable_defects.size());
+  for (const Arm* d : defects) {
+    const DefectResult& r = by_defect.at(d);
+    rejected += r.outcome == "REJECTED";
     std::printf("%-34s %-10s %-14s %-10s %7.1f  %s\n", d->name.c_str(), r.fixture.c_str(), d->rejected_by.c_str(),
                 r.outcome.c_str(), r.seconds, r.by.c_str());
     results.push_back(r);
   }
+  std::printf("(%zu launches; a defect's seconds are its launch's, shared by the defects of that fixture)\n",
+              launches.size());
   const double score = runnable ? 100.0 * rejected / runnable : 0.0;
   std::printf("\nmutation score: %d of %d runnable defects rejected (%.0f %%); %zu not run here (GPU only, or more "
               "GPUs than visible): %s\n", rejected, runnable, score, defects.size() - static_cast<size_t>(runnable),
