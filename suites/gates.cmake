@@ -25,3 +25,9 @@ foreach(entry ${LOOPGATE_CPU_FIXTURES})
   loopgate_add_mpi_test(NAME gate_${fx} TARGET loopgate_gates NP ${np} TIMEOUT ${limit} LABELS ${labels}
     ARGS --lg_fixture=${fx} --lg_timeout=${per_test})
 endforeach()
+# Isolation across orders: the bit-exact checks (golden values, equivalence, the isolation repeat) with the tests,
+# and so the scenarios on the shared communicators, in a shuffled order (gtest's seeded shuffle: the same on every
+# rank). Golden's bits are the unshuffled run's, so a scenario that leaks into the next fails here.
+loopgate_add_mpi_test(NAME gate_pp2_shuffled TARGET loopgate_gates NP 2 TIMEOUT 300 LABELS gate pp2
+  ARGS --lg_fixture=pp2 --lg_timeout=240 --gtest_shuffle --gtest_random_seed=20261201
+       "--gtest_filter=*GoldenValues*:*Equivalence*:*Isolation*:*LrSchedule*")
