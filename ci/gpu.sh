@@ -2,9 +2,10 @@
 # GPU CI, one command: build (ci/gpu-build.sh), run the tests labelled gpu with one GPU per rank through CTest
 # resource groups, then the GPU gate, `loopgate gate --device cuda`: every check on every fixture whose ranks fit
 # this runner's GPUs (one rank per GPU; the others left out with one line each), with the GPU-only checks
-# (ledger == CUPTI, the capture probe). Tests that need more GPUs than the runner has are left out with one line
-# per GPU count (ci/gpu-select.sh); no GPU at all is a failure. Exit: the gate's (0 pass, 1 fail, 2 bad input),
-# or 1 when the gate passed and CTest did not.
+# (ledger == CUPTI, the capture probe), and writes its HTML report. Tests that need more GPUs than the runner has
+# are left out with one line per GPU count (ci/gpu-select.sh); no GPU at all is a failure. Exit: the gate's (0 pass,
+# 1 fail, 2 bad input), or 1 when the gate passed and CTest did not. The report step was checked on CPU with call 2's
+# GPU gate JSON and Traces (docs/results-gpu.md §13), not yet on a GPU runner.
 #   bash ci/gpu.sh                                  # build + ctest -L gpu + the gate
 #   LOOPGATE_VENDOR_DIR=/path bash ci/gpu.sh        # runner image without gtest / nlohmann / CLI11 packages
 #   NO_BUILD=1 bash ci/gpu.sh                       # on a built tree
@@ -52,6 +53,9 @@ ctest_rc=$?
 tested=$(date +%s)
 "${gate[@]}"
 gate_rc=$?
+if [ -s "$R/gate.json" ]; then  # the same HTML page as the CPU job's (docs/report.md)
+  "$B/tools/loopgate" report --gate "$R/gate.json" --out "$R/report.html" && echo "gpu.sh: report $(readlink -f "$R/report.html")"
+fi
 echo "gpu.sh: ctest exit $ctest_rc, gate exit $gate_rc; $(( tested - start )) s to the end of CTest, gate $(( $(date +%s) - tested )) s"
 [ "$gate_rc" -ne 0 ] && exit "$gate_rc"
 [ "$ctest_rc" -ne 0 ] && exit 1
