@@ -22,7 +22,7 @@ struct State {
   std::map<int64_t, std::map<const char*, int64_t>> table;
   std::map<int64_t, std::map<const char*, int64_t>> syncs;  // op_synchronizes operators, outermost only
   std::atomic<bool> enabled{false};
-  bool registered = false;
+  at::CallbackHandle handle = 0;  // the global callback while enabled (0: none)
 };
 
 State& state() {
@@ -106,9 +106,13 @@ OpCounter& OpCounter::instance() {
 void OpCounter::set_enabled(bool on) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (on && !s.registered) {
-    at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end).scopes({at::RecordScope::FUNCTION}));
-    s.registered = true;
+  // Registered only while enabled: a registered callback costs every operator of every run (a third of a CPU
+  // iteration of the gate's small models), counted or not.
+  if (on && s.handle == 0)
+    s.handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end).scopes({at::RecordScope::FUNCTION}));
+  if (!on && s.handle != 0) {
+    at::removeCallback(s.handle);
+    s.handle = 0;
   }
   s.enabled.store(on);
 }
@@ -129,23 +133,20 @@ OpTable OpCounter::table() const {
   return out;
 }
 
-std::map<std::string, int64_t> OpCounter::counts(int64_t iteration) const {
+namespace {
+// One iteration's row of `table` keyed by site name (site pointers with equal names merge).
+std::map<std::string, int64_t> row(const std::map<int64_t, std::map<const char*, int64_t>>& table, int64_t iteration) {
   std::lock_guard<std::mutex> lock(state().mu);
   std::map<std::string, int64_t> out;
-  auto it = state().table.find(iteration);
-  if (it != state().table.end())
+  auto it = table.find(iteration);
+  if (it != table.end())
     for (const auto& [site, n] : it->second) out[site] += n;
   return out;
 }
+}  // namespace
 
-std::map<std::string, int64_t> OpCounter::syncs(int64_t iteration) const {
-  std::lock_guard<std::mutex> lock(state().mu);
-  std::map<std::string, int64_t> out;
-  auto it = state().syncs.find(iteration);
-  if (it != state().syncs.end())
-    for (const auto& [site, n] : it->second) out[site] += n;
-  return out;
-}
+std::map<std::string, int64_t> OpCounter::counts(int64_t iteration) const { return row(state().table, iteration); }
+std::map<std::string, int64_t> OpCounter::syncs(int64_t iteration) const { return row(state().syncs, iteration); }
 
 void OpCounter::add_sync(int64_t iteration, const char* site) {
   std::lock_guard<std::mutex> lock(state().mu);

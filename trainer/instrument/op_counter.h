@@ -12,7 +12,7 @@
 // _local_scalar_dense, equal, is_nonzero; op_synchronizes) counts one sync at its site, once per outermost such
 // operator, unless the ledger dispatched it (Suspend). The loop adds them to the site's host reads, so the CPU
 // sync budget rejects a hidden read whatever its spelling, as CUPTI does on a GPU.
-// Off unless enabled: the callback costs a few hundred ns per operator.
+// Off unless enabled, and then its callback is not registered: it costs a few hundred ns per operator.
 #pragma once
 #include <cstdint>
 #include <map>
