@@ -3,7 +3,7 @@
 #
 # Registers one CTest test that runs `mpiexec -n NP <exe> ARGS` with the Open MPI settings a root,
 # oversubscribed, containerised machine needs. Every MPI test gets a TIMEOUT: a rank that fails before a
-# collective leaves the others blocked in it (reference/cpu-build-and-run.md §5). A GPU test also gets the label
+# collective leaves the others blocked in it (docs/design.md "CPU facts"). A GPU test also gets the label
 # gpusN, N the GPUs it holds at once, so a runner with fewer GPUs leaves it out by label (ci/gpu-select.sh)
 # instead of CTest reporting it "Not Run" and exiting 8.
 set(LOOPGATE_MPI_ENV

@@ -1,4 +1,4 @@
-// Gate: distributional (the seed's DP=64 argument, reference/sync-free-loop.md "Correctness"). With the
+// Gate: distributional (the seed's DP=64 argument, docs/design.md "The seed change"). With the
 // reduction order permuted (ReduceOrder::kPermuted, a different permute_seed for every run of every arm),
 // each arm runs 3 times; per iteration and per field (grad norm, num zeros; the logging rank's values), the
 // between-arm difference of the means must be smaller than the within-arm spread (max - min over an arm's

@@ -1,7 +1,7 @@
 // Gate: fp16. Megatron's fp16 path with a DynamicGradScaler, and a grad overflow (Inf) on ONE rank — the last world
 // rank: last pipeline stage, TP rank tp-1, DP rank dp-1 — at chosen iterations. Megatron turns the rerun machine's
 // NaN/Inf checks off for fp16 with dynamic scaling ("NaNs in grads / loss are signal to the loss scaler":
-// arguments.py L1195-L1203, megatron-semantics.md §4.3 and §6.6), so the scenario does too and the Inf reaches
+// arguments.py L1195-L1203, docs/design.md), so the scenario does too and the Inf reaches
 // optimizer.step, whose found_inf is MAX-reduced over the grad-stats group (TP x PP; DP replicas share the Inf
 // through the grads' DP all-reduce). Checked on every rank, for the baseline and every arm, against closed-form
 // expectations (a host model of DynamicGradScaler.update below; the schedule stepped once per clean iteration):
@@ -197,7 +197,7 @@ std::vector<std::string> fp16_problems(const std::string& arm) {
                                                            r.local.exit_code, r.local.iterations_done, fc.iters));
   // update_successful as the log line shows it (print_rank_last): counted skipped, grad norm omitted (None). The
   // count covers the iterations since the last reset, and Megatron HEAD's first-iteration line does not reset
-  // (megatron-semantics.md §1.3): at log interval 1 the line of iteration 2 counts iterations 1 and 2.
+  // (docs/design.md): at log interval 1 the line of iteration 2 counts iterations 1 and 2.
   if (world_rank() == world_size() - 1) {
     const std::vector<std::string>& lines = r.local.log_lines;
     int64_t skipped_since_reset = 0;

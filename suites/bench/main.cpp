@@ -23,7 +23,7 @@
 
 namespace {
 
-// Google Benchmark's reporter for ranks other than 0 (multirank-harness.md §6.2).
+// Google Benchmark's reporter for ranks other than 0 (docs/design.md "GPU facts": every rank runs, rank 0 reports).
 class NullReporter : public benchmark::BenchmarkReporter {
  public:
   bool ReportContext(const Context&) override { return true; }

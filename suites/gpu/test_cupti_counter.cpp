@@ -1,5 +1,5 @@
-// The CUPTI sync counter on a real GPU (DESIGN.md "Sync accounting"): each kind of host read, issued behind
-// queued device work (STYLE.md §10: make ordering bugs loud), is counted where the ledger says it happened —
+// The CUPTI sync counter on a real GPU (docs/design.md "Sync accounting"): each kind of host read, issued behind
+// queued device work (so ordering bugs are loud), is counted where the ledger says it happened —
 // ledger.read = 1 synchronize, ledger.device_scalar = 1 synchronize, at::full = 0 — and a non_blocking copy
 // into PAGEABLE memory is caught as a hidden stall: no synchronize call, but a pageable async copy that blocked
 // the host. Profile mode (docs/profile.md): device idle after a host sync is sync-starved, idle while the host

@@ -1,5 +1,5 @@
 // Unit tests for the timers on a FakeClock. HostTimer: Megatron's accumulate/elapsed semantics with barrier and
-// device-synchronize hooks. EventTimer (multirank-harness.md §8, seed commit 4): each interval reported exactly
+// device-synchronize hooks. EventTimer (docs/design.md, seed commit 4): each interval reported exactly
 // once; in order; at most 1024 pending events; open windows drained on stop; the first report blocks once; and
 // sums over 1000 intervals equal the recorded total exactly (binary-fraction intervals) — the scenarios the
 // loop_code gate runs too live in fixtures/loop_checks.h. Timers: log strings in Megatron's format, min/max over

@@ -1,5 +1,5 @@
 // The LR golden cases (fixtures/golden.cpp lr_cases()) against plausible wrong schedulers. Each variant below is
-// Megatron's get_lr (megatron-semantics.md §5.2, written out here independently of the port) with one mistake a
+// Megatron's get_lr (optimizer_param_scheduler.py, written out here independently of the port) with one mistake a
 // port could make; each must differ from the scheduler port in at least one bit on at least one of the cases that
 // exist to tell formulas apart (kRoundingCases), and the table records which variants the original cases
 // (lr 1e-3, min 1e-4, init 0) could not tell apart at all. Every case's sequence, for every fixture's global batch,

@@ -1,4 +1,4 @@
-// Unit tests for the rerun state machine (Megatron rerun_state_machine.py, megatron-semantics.md §6): the job's
+// Unit tests for the rerun state machine (Megatron rerun_state_machine.py): the job's
 // first iteration is not validated; the world vote is a SUM of per-rank flags (any rank -> every rank acts);
 // a confirmed fault aborts with exit code 17 or skips the step, as configured; eager and deferred forms agree.
 // Several "ranks" are several machines in one process; the vote's all-reduce is an explicit sum here.

@@ -1,5 +1,5 @@
 // Unit tests for the A/B statistics (fixtures/stats.h): exact Mann–Whitney p-values against the known values of
-// reference/multirank-harness.md §7.3/§7.4, tie cases computed by hand and cross-checked by enumerating every
+// docs/design.md "Statistics", tie cases computed by hand and cross-checked by enumerating every
 // split of the pooled sample, SciPy's normal branch against a hand computation, the Hodges–Lehmann shift and
 // Moses interval against hand-counted differences, the k-th difference against a full sort, and the guards.
 // Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 shifts every hand-computed expectation, so every test here fails.
@@ -58,7 +58,7 @@ double enumerated_p(const std::vector<double>& a, const std::vector<double>& b) 
 }
 
 TEST(Stats, ExactKnownValuesWithoutTies) {
-  // multirank-harness.md §7.3/§7.4: full separation 6 v 6 = 2/924; U = 31 of 36; 3 v 3; 5 v 7 = 2/792.
+  // docs/design.md: full separation 6 v 6 = 2/924; U = 31 of 36; 3 v 3; 5 v 7 = 2/792.
   AbStats s66 = ab_statistics(range(7, 6), range(1, 6));
   EXPECT_EQ(s66.method, "exact");
   EXPECT_DOUBLE_EQ(s66.u_a, shifted(36));

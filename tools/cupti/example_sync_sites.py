@@ -4,7 +4,7 @@
     LOOPGATE_CUPTI_ROI=roi LOOPGATE_CUPTI_ITER=iteration python3 tools/cupti/example_sync_sites.py
 
 Each iteration queues device work (bf16 matmuls), then runs one site per NVTX range, so every site's host
-cost is measured behind pending work (sync-free-loop.md: "20/20 blocking behind pending device work"):
+cost is measured behind pending work (docs/design.md "GPU facts": 20 of 20 pageable copies blocked behind pending device work):
   item                 x.sum().item()                               -> 1 cuStreamSynchronize, blocks
   tensor_h2d           torch.tensor([0.0], device='cuda')           -> pageable H2D copy + sync, blocks
   full                 torch.full((1,), 0.0, device='cuda')         -> no copy, no sync

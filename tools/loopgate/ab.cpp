@@ -147,7 +147,7 @@ AbSamples step_time_samples(const RunLog& run, const StepTimeOptions& o, const s
   s.windows = static_cast<int64_t>(windows.size());
   int64_t drop = o.warmup_windows;
   // Megatron HEAD prints iteration 1 without resetting the interval timer, so the next line's elapsed field still
-  // averages iteration 1 in (megatron-semantics.md §1.3): its window is warm-up too. Timestamps are not affected.
+  // averages iteration 1 in (docs/design.md "GPU facts"): its window is warm-up too. Timestamps are not affected.
   const bool head_first_line = !use_stamps && run.kind == RunKind::kMegatronLog && drop >= 1 && windows.size() > 1 &&
                                windows.front().last == 1;
   if (head_first_line) ++drop;

@@ -1,5 +1,5 @@
 // `loopgate compare --a A1 [A2 ...] --b B1 [B2 ...]`: did the change keep the numbers? The seed's correctness
-// evidence (reference/sync-free-loop.md "Correctness") as verdict rows over real runs' files, nccl-tests style:
+// evidence (docs/design.md "The seed change") as verdict rows over real runs' files, nccl-tests style:
 // header once, a row per check, a footer with the verdict; then every difference with iteration, file and both
 // values (hexfloat for Traces). Rows: early lm loss / params norm identical; LR identical wherever both sides
 // logged it; no NaN or skipped iteration; grad norm / num zeros between-side mean difference within the

@@ -455,7 +455,7 @@ std::vector<FixtureRun> run_gate_fixtures(const GateOptions& o, const std::vecto
   return run_fixtures(o, launch_units(o, fixtures), dir);
 }
 
-// Ranks run as root, oversubscribed, in containers (reference/cpu-build-and-run.md §6); the user's own
+// Ranks run as root, oversubscribed, in containers (docs/design.md "CPU facts"); the user's own
 // settings win.
 void set_mpi_launch_env() {
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);

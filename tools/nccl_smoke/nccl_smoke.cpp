@@ -1,4 +1,4 @@
-// loopgate_nccl_smoke: the NCCL bootstrap on its own, no LibTorch (multirank-harness.md §3.1). Rank 0 makes the
+// loopgate_nccl_smoke: the NCCL bootstrap on its own, no LibTorch (docs/design.md "GPU facts"). Rank 0 makes the
 // unique id, MPI_Bcast shares it, each rank takes device local_rank % count, ncclCommInitRank, then an
 // all-reduce of rank-valued floats whose sum is exact (n(n-1)/2 + i*n for element i) is checked bit for bit,
 // twice, and the mismatch count is all-reduced so every rank exits with the same code.

@@ -1,5 +1,5 @@
 // The CUPTI engine: subscription, per-call timing, classification, tallies, and the text tables.
-// Ground truth for the classification: CUDA "API synchronization behavior" (multirank-harness.md §5.3) —
+// Ground truth for the classification: CUDA "API synchronization behavior" (docs/design.md "GPU facts") —
 // synchronize calls block; synchronous memcpys with a host side return only when done; async memcpys block
 // when the host side is pageable; D2D copies do not block the host.
 #include "trainer/instrument/cupti_core.h"

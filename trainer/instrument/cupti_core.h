@@ -1,6 +1,6 @@
 // The CUPTI engine shared by both forms of the sync counter (in-process: cupti_counter.cpp; injection:
 // tools/cupti/sync_inject.cpp). It subscribes to the driver domain (every call timed enter -> exit, through
-// CUpti_CallbackData::correlationData), classifies each call (multirank-harness.md §5.3: which calls block),
+// CUpti_CallbackData::correlationData), classifies each call (docs/design.md "GPU facts": which calls block),
 // and adds it to a SyncTable under the (iteration, site) its Hooks choose on the calling thread. Optionally it
 // forwards NVTX callbacks (push/pop/mark) so the injection form can delimit its region, iterations and sites.
 // Needs the CUDA toolkit (cupti.h, cuda.h) but no LibTorch; no fmt either, so the injection library stays

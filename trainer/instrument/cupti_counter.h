@@ -1,4 +1,4 @@
-// The CUPTI sync counter, in-process form (DESIGN.md "Sync accounting"): CUPTI driver-domain callbacks count
+// The CUPTI sync counter, in-process form (docs/design.md "Sync accounting"): CUPTI driver-domain callbacks count
 // what really blocked the host — cu*Synchronize (context, stream, event), synchronous memcpys, and async
 // memcpys whose host side is pageable (no synchronize call, but the copy blocks: the seed's hidden stall) —
 // and time EVERY driver call from API enter to exit, so a call that blocks without being a "sync" shows up as

@@ -1,5 +1,5 @@
 // The host-read ledger: the only way loop code reads a device value on the host, or builds a device scalar from
-// a host value (DESIGN.md "Sync accounting"). Every such read is counted per site per iteration, recorded in
+// a host value (docs/design.md "Sync accounting"). Every such read is counted per site per iteration, recorded in
 // order (for Traces), and names the site for the watchdog (set_current_site). On CPU the reads cost nothing,
 // but the counts are the same as on GPU, where the CUPTI counter checks them against what really synchronised.
 // Not here: deciding *when* to read (the loop's site policies do that) or any collective.
@@ -20,7 +20,7 @@ namespace loopgate {
 
 // ---- sites ----
 
-// The places where Megatron's loop may wait on the device (megatron-semantics.md §13, sync-free-loop.md).
+// The places where Megatron's loop may wait on the device (docs/design.md "Megatron semantics the trainer ports" and "The seed change").
 // Names (site_name) are stable: they are JSON keys in Traces and keys in golden/ budgets.
 enum class Site {
   kRerunDecision,     // rerun_decision: rerun_state_machine._reduce_any (construction + read)

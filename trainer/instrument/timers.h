@@ -1,4 +1,4 @@
-// Timers (Megatron: megatron/core/timers.py; megatron-semantics.md §7) in two forms, one interface:
+// Timers (Megatron: megatron/core/timers.py; the seed's commit 4: docs/design.md) in two forms, one interface:
 //   HostTimer  — the baseline: host clock read after a device synchronize, optionally behind a barrier, in both
 //                start() and stop(). Exact and immediate, and it blocks the host every time.
 //   EventTimer — the sync-free form (seed commit 4): start/stop record events on the device stream. Each

@@ -1,8 +1,8 @@
 // The rerun state machine's NaN/Inf detection (Megatron: megatron/core/rerun_state_machine.py;
-// megatron-semantics.md §6), reduced to what a step needs: per-rank verdicts on each microbatch loss and each
+// docs/design.md), reduced to what a step needs: per-rank verdicts on each microbatch loss and each
 // grad bucket, a world-wide "any" vote (_reduce_any: SUM all-reduce of per-rank int32 flags), and a decision
 // taken before optimizer.step: proceed, skip the step, or abort with Megatron's exit code.
-// Two forms, one machine (DESIGN.md site table, seed commit 1):
+// Two forms, one machine (docs/design.md "The seed change", commit 1):
 //   eager    — the loop reads each predicate through the ledger now and calls bank_host(bool);
 //   deferred — the loop calls bank_value(scalar): one device copy of the checked value into this step's bank, no
 //              read; at loop exit one "any banked value non-finite" verdict rides the decision all-reduce, still

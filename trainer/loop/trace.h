@@ -1,4 +1,4 @@
-// The Trace: the contract between the trainer and everything that judges it (DESIGN.md "The contract: a
+// The Trace: the contract between the trainer and everything that judges it (docs/design.md "The contract: a
 // Trace"). One IterationRecord per (iteration, rank), flattened; rank 0 gathers them. JSON I/O stores every
 // double as a hexfloat string beside a readable decimal, so a round trip is bit-exact — NaN payloads and signs,
 // -0.0, denormals and infinities included; readers use the hex form only.

@@ -1,4 +1,4 @@
-// Model and data configuration of the mini-GPT: plain structs with defaults (STYLE.md: one config per
+// Model and data configuration of the mini-GPT: plain structs with defaults (one config per
 // component). The default model is small enough that 64 CPU ranks on 2 cores run it in seconds.
 // Megatron: --num-layers/--hidden-size/--num-attention-heads/--seq-length/--ffn-hidden-size,
 // --micro-batch-size/--global-batch-size, --untie-embeddings-and-output-weights (inverted here).

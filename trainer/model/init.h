@@ -1,4 +1,4 @@
-// Layout-independent initialisation (DESIGN.md "Determinism"): every parameter is drawn FULL-SIZE from one
+// Layout-independent initialisation (docs/design.md "Determinism"): every parameter is drawn FULL-SIZE from one
 // generator seeded by init_seed in the canonical full-model order, then sliced for this rank's TP shard and
 // kept only if it lives on this rank's PP stage. So TP=1/2 and PP=1/2 start from the same model.
 // Named steps, in this order because a rank must make every draw (even for layers it will not keep) to stay

@@ -1,6 +1,6 @@
 // Comm: one process group's collectives on LibTorch tensors. Backends: MpiComm (CPU tensors, MPI_Comm_split
 // groups) now, NcclComm (CUDA tensors, ncclCommSplit) on GPU runners; callers see only this interface, and
-// only trainer/parallel sees MPI_Comm or ncclComm_t (STYLE.md §3). Every method is collective over the group
+// only trainer/parallel sees MPI_Comm or ncclComm_t . Every method is collective over the group
 // (send/recv: over the pair). Ranks and peers are group ranks. Tensors must be contiguous.
 #pragma once
 #include <ATen/core/Tensor.h>

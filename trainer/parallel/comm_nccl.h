@@ -2,7 +2,7 @@
 // (nccl-tests style: group rank 0 calls ncclGetUniqueId, MPI_Bcast over the group's MPI communicator,
 // ncclCommInitRank), collectives enqueued on LibTorch's current CUDA stream (stream-ordered: no host wait).
 // Deterministic settings are applied before the first init unless the user set them: NCCL_NVLS_ENABLE=0,
-// NCCL_ALGO=Ring, NCCL_PROTO=Simple (multirank-harness.md §3.6). Built only with LOOPGATE_CUDA.
+// NCCL_ALGO=Ring, NCCL_PROTO=Simple (docs/design.md). Built only with LOOPGATE_CUDA.
 // Not here: choosing the backend (fixtures do) or anything MPI-only (comm_mpi.h).
 #pragma once
 #include <map>
