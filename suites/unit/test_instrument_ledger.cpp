@@ -176,6 +176,11 @@ TEST(LedgerSourceScan, FindsEveryPlantedReadInACopyOfTheTree) {
   std::string list;
   for (const std::string& x : p) list += "\n  " + x;
   EXPECT_EQ(p.size(), 0u + wrong()) << summary << list;
+  // The planted copy is removed again (it once crashed in its removal on a GPU runner's toolchain and stayed).
+  size_t left = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+    left += e.path().filename().string().rfind("loopgate_planted_" + std::to_string(::getpid()) + "_", 0) == 0;
+  EXPECT_EQ(left, 0u + wrong()) << "planted copies of the trainer left in " << std::filesystem::temp_directory_path();
 }
 
 TEST(LedgerSourceScan, IgnoresCommentsAndStringsAndNamesTheLine) {

@@ -391,6 +391,11 @@ SuitesRegistry describe_suites(const std::string& exe) {
 // On a GPU, one rank per GPU: the fixtures whose ranks fit, each one left out named with why. None fitting is
 // bad input (the runner cannot run the gate it was asked for).
 std::vector<Fixture> fixtures_that_fit(const std::vector<Fixture>& fixtures, int gpus) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  LG_INPUT_CHECK(gpus > 0, "--device cuda: no GPU visible (CUDA_VISIBLE_DEVICES={})", visible ? visible : "<unset>");
+  // None fits: one line, before any left-out line.
+  LG_INPUT_CHECK(std::any_of(fixtures.begin(), fixtures.end(), [&](const Fixture& f) { return f.world <= gpus; }),
+                 "--device cuda: no fixture asked for fits the {} visible GPU(s)", gpus);
   std::vector<Fixture> fit;
   for (const Fixture& f : fixtures) {
     if (f.world <= gpus) {
@@ -400,7 +405,6 @@ std::vector<Fixture> fixtures_that_fit(const std::vector<Fixture>& fixtures, int
                   f.world, gpus);
     }
   }
-  LG_INPUT_CHECK(!fit.empty(), "--device cuda: no fixture asked for fits the {} visible GPU(s)", gpus);
   return fit;
 }
 
