@@ -14,13 +14,8 @@ source ci/gpu-select.sh
 ngpu="$(lg_gpu_count)"  # CUDA_VISIBLE_DEVICES when set, else nvidia-smi -L's GPU lines
 
 if [ "${BUILD:-0}" = 1 ]; then
-  export LOOPGATE_TORCH_PREFIX="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
-  NCCL_DIR="$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])')"
-  extra=(-DLOOPGATE_TORCH_NCCL_DIR="$NCCL_DIR")
-  [ -n "${LOOPGATE_VENDOR_DIR:-}" ] && extra+=(-DLOOPGATE_VENDOR_DIR="$LOOPGATE_VENDOR_DIR")
-  { time cmake --preset gpu "${extra[@]}"; } > "$R/configure.log" 2>&1 || { tail -40 "$R/configure.log"; exit 1; }
-  { time ninja -C $B -j "$(nproc)" loopgate loopgate_gpu_unit loopgate_gpu_comm loopgate_sync_inject \
-      loopgate_nccl_smoke; } > "$R/build.log" 2>&1 || { grep -E 'error|Error' "$R/build.log" | head -40; exit 1; }
+  RESULTS="$R" bash ci/gpu-build.sh loopgate loopgate_gpu_unit loopgate_gpu_comm loopgate_sync_inject \
+    loopgate_nccl_smoke || exit 1
 fi
 
 # 1. The injection library on the PyTorch example (one GPU).

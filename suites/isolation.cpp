@@ -54,7 +54,8 @@ TEST(GatePower, IsolationRejectsAStateLeakBetweenScenarios) {
   if (heavy_fixture()) GTEST_SKIP() << "dp64: the same comparison is shown to reject on the smaller fixtures";
   auto m = repeat_mismatches("defect-state-leak");
   EXPECT_FALSE(m.empty()) << "the isolation gate accepted an arm whose state outlives its run";
-  if (!m.empty() && world_rank() == 0) std::printf("rejected as expected:\n%s", describe(m, "first run", "repeat", 2).c_str());
+  if (!m.empty() && world_rank() == 0)
+    std::printf("rejected as expected:\n%s", describe(m, "first run", "repeat", 2).c_str());
 }
 
 }  // namespace

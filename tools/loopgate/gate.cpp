@@ -131,9 +131,6 @@ std::string abort_lines(const std::string& log_path) {
   return out.empty() ? "aborted (see " + log_path + ")" : out;
 }
 
-// One fixture's launch of the suites, running in the background; its log is echoed as it grows. A launch that
-// is aborted inside a test (a hang the watchdog breaks, a throw, an MPI error) is relaunched for the tests it
-// did not reach, so one broken test costs its own verdict, not the fixture's.
 // One launch of a suites executable on one fixture: the gate suites, or on a GPU the GPU-only suites, each with
 // its own filter and log name.
 struct LaunchUnit {
@@ -141,6 +138,9 @@ struct LaunchUnit {
   std::string exe, filter, tag, device = "cpu";
 };
 
+// One fixture's launch of the suites, running in the background; its log is echoed as it grows. A launch that
+// is aborted inside a test (a hang the watchdog breaks, a throw, an MPI error) is relaunched for the tests it
+// did not reach, so one broken test costs its own verdict, not the fixture's.
 struct Launch {
   FixtureRun r;
   LaunchUnit unit;
@@ -257,7 +257,8 @@ bool poll_launch(Launch& l) {
 // Runs every fixture's launch. Fixtures of at most 2 ranks may run `jobs` at a time (a machine with more cores
 // than ranks gains; on 2 cores it lost: 131 s for single+tp2sp+pp2 two at a time, 105 s one at a time); larger
 // fixtures run alone.
-std::vector<FixtureRun> run_fixtures(const GateOptions& o, const std::vector<LaunchUnit>& fixtures, const std::string& dir) {
+std::vector<FixtureRun> run_fixtures(const GateOptions& o, const std::vector<LaunchUnit>& fixtures,
+                                     const std::string& dir) {
   std::vector<FixtureRun> runs(fixtures.size());
   std::vector<std::unique_ptr<Launch>> active;
   size_t next = 0;
@@ -266,7 +267,8 @@ std::vector<FixtureRun> run_fixtures(const GateOptions& o, const std::vector<Lau
     bool all_small = true;
     for (const auto& l : active) all_small = all_small && small(l->r.np);
     if (next < fixtures.size() &&
-        (active.empty() || (all_small && small(fixtures[next].fixture.world) && static_cast<int>(active.size()) < o.jobs))) {
+        (active.empty() ||
+         (all_small && small(fixtures[next].fixture.world) && static_cast<int>(active.size()) < o.jobs))) {
       active.push_back(launch_fixture(o, fixtures[next], dir, next, fixtures.size()));
       ++next;
       continue;
@@ -312,7 +314,9 @@ void print_skipped(const std::vector<FixtureRun>& runs) {
   std::map<std::string, int> lines;
   for (const FixtureRun& r : runs)
     for (const Verdict& v : r.skipped) {
-      std::string why = v.message.substr(v.message.find('\n') == std::string::npos ? 0 : v.message.find('\n') + 1);
+      // The message is "file:line" then the reason given to GTEST_SKIP.
+      const size_t nl = v.message.find('\n');
+      std::string why = nl == std::string::npos ? "" : v.message.substr(nl + 1);
       why = why.substr(0, why.find('\n'));
       ++lines[fmt::format("{} {}: {}", r.fixture, v.check, why.empty() ? "(no reason given)" : why)];
     }
@@ -424,30 +428,24 @@ void check_arm_in(const SuitesRegistry& r, const std::string& name) {
 
 }  // namespace
 
-// The launches of a gate run: per fixture the gate suites (on the run's device), and on a GPU the GPU-only suites
-// in two processes (a refused capture, the baseline's probe, comes last in a process of its own).
+// The launches of a gate run, per fixture: the gate suites (on the run's device) when a check of theirs is asked
+// for, and on a GPU the GPU-only suites, one process per check (a refused capture, the baseline's probe, comes last
+// in a process of its own). `checks` empty: every check; `filter` (selftest) narrows the tests of each launch.
 std::vector<LaunchUnit> launch_units(const GateOptions& o, const std::vector<Fixture>& fixtures) {
-  const std::string filter = o.filter.empty() ? gtest_filter(o.checks) : o.filter;
-  auto wanted = [&](const std::string& check) {
-    return o.filter.empty() && (o.checks.empty() || std::find(o.checks.begin(), o.checks.end(), check) != o.checks.end());
+  auto asked = [&](const std::string& check) {
+    return o.checks.empty() || std::find(o.checks.begin(), o.checks.end(), check) != o.checks.end();
   };
-  // A filter naming a GPU-only suite (loopgate selftest on a GPU-only defect) runs in the GPU-only executable.
-  const bool gpu_only_filter =
-      o.filter.find("LedgerEqualsCupti") != std::string::npos || o.filter.find("CaptureProbe") != std::string::npos;
+  const bool gate_suites_asked = o.checks.empty() || std::any_of(o.checks.begin(), o.checks.end(), [](const auto& c) {
+                                   return !gpu_only_check(c);
+                                 });
+  const std::string gate_filter = o.filter.empty() ? gtest_filter(o.checks) : o.filter;
   std::vector<LaunchUnit> units;
   for (const Fixture& f : fixtures) {
-    if (gpu_only_filter) {
-      units.push_back({f, o.gpu_loop_exe, o.filter, ".gpu_only", "cpu"});
-      continue;
-    }
-    const bool gate_checks_wanted = !o.filter.empty() || o.checks.empty() ||
-                                    std::any_of(o.checks.begin(), o.checks.end(), [](const std::string& c) {
-                                      return c != "ledger_cupti" && c != "capture_probe";
-                                    });
-    if (gate_checks_wanted) units.push_back({f, o.suites_exe, filter, "", o.device});
+    if (gate_suites_asked) units.push_back({f, o.suites_exe, gate_filter, "", o.device});
     if (o.device != "cuda") continue;
-    if (wanted("ledger_cupti")) units.push_back({f, o.gpu_loop_exe, "*LedgerEqualsCupti*", ".ledger_cupti", "cpu"});
-    if (wanted("capture_probe")) units.push_back({f, o.gpu_loop_exe, "*CaptureProbe*", ".capture_probe", "cpu"});
+    for (const auto& [check, suite] : gate_checks())
+      if (gpu_only_check(check) && asked(check))
+        units.push_back({f, o.gpu_loop_exe, o.filter.empty() ? "*" + suite + "*" : o.filter, "." + check, "cpu"});
   }
   return units;
 }

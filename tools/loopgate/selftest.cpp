@@ -48,6 +48,9 @@ std::string suite_of_check(const std::string& check) {
   return "";
 }
 
+// The smallest fixture that shows a defect.
+std::string defect_fixture(const Arm& d) { return d.fixture.empty() ? "single" : d.fixture; }
+
 // Whether a defect can run here: a GPU-only one needs --device cuda, and on a GPU its fixture's ranks must fit.
 std::string why_not_run(const Arm& d, const SelftestOptions& o, const std::string& fixture, int gpus) {
   if (d.gpu_only && o.device != "cuda") return "not run (GPU only)";
@@ -67,7 +70,7 @@ struct Batch {
 std::vector<Batch> batches(const std::vector<const Arm*>& runnable) {
   std::vector<Batch> out;
   for (const Arm* d : runnable) {
-    const std::string fx = d->fixture.empty() ? "single" : d->fixture;
+    const std::string fx = defect_fixture(*d);
     auto shared = std::find_if(out.begin(), out.end(), [&](const Batch& b) {
       return b.fixture == fx && !d->hangs && !b.defects.front()->hangs;
     });
@@ -90,12 +93,13 @@ std::vector<DefectResult> run_batch(const Batch& b, const SelftestOptions& o, co
   g.mpiexec = o.mpiexec;
   g.progress_timeout = o.progress_timeout;
   g.echo = false;
-  std::vector<std::string> filters;
   for (const Arm* d : b.defects) {
     g.arms.push_back(d->name);
-    filters.push_back(fmt::format("Arms/{}*/{}", suite_of_check(d->rejected_by), test_param(d->name)));
+    if (std::find(g.checks.begin(), g.checks.end(), d->rejected_by) == g.checks.end())
+      g.checks.push_back(d->rejected_by);
+    g.filter += fmt::format("{}Arms/{}*/{}", g.filter.empty() ? "" : ":", suite_of_check(d->rejected_by),
+                            test_param(d->name));
   }
-  for (const std::string& f : filters) g.filter += (g.filter.empty() ? "" : ":") + f;
   const auto start = std::chrono::steady_clock::now();
   const std::string sub = dir + "/" + b.fixture + "_" + b.defects.front()->name;
   mkdir(sub.c_str(), 0755);
@@ -153,7 +157,7 @@ int cmd_selftest(const SelftestOptions& o_in) {
   std::map<const Arm*, DefectResult> by_defect;
   std::vector<const Arm*> runnable_defects;
   for (const Arm* d : defects) {
-    DefectResult r{d, d->fixture.empty() ? "single" : d->fixture, why_not_run(*d, o, d->fixture.empty() ? "single" : d->fixture, gpus), "", 0};
+    DefectResult r{d, defect_fixture(*d), why_not_run(*d, o, defect_fixture(*d), gpus), "", 0};
     if (r.outcome.empty()) {
       runnable_defects.push_back(d);
     } else {

@@ -253,7 +253,7 @@ void validate_gate_options(const GateOptions& o) {
   if (o.iters) check_gate_iters(o, fixtures);
   LG_INPUT_CHECK(o.device == "cpu" || o.device == "cuda", "--device {}: must be cpu or cuda", quoted(o.device));
   for (const std::string& c : o.checks)
-    LG_INPUT_CHECK(o.device == "cuda" || (c != "ledger_cupti" && c != "capture_probe"),
+    LG_INPUT_CHECK(o.device == "cuda" || !gpu_only_check(c),
                    "--check {}: a GPU-only check (needs --device cuda)", c);
   if (o.device == "cuda") {
     visible_gpu_count();  // InputError first where this loopgate has no GPU tier

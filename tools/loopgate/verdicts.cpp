@@ -23,6 +23,8 @@ const std::vector<std::pair<std::string, std::string>>& gate_checks() {
   return c;
 }
 
+bool gpu_only_check(const std::string& check) { return check == "ledger_cupti" || check == "capture_probe"; }
+
 // ---- the table ----
 
 namespace {

@@ -12,6 +12,8 @@ namespace loopgate {
 
 // check name -> GoogleTest suite name (TEST_P suites are instantiated as "Arms/<Suite>"), in table order.
 const std::vector<std::pair<std::string, std::string>>& gate_checks();
+// Checks only a GPU runs, from the GPU-only suites executable (suites/gpu/test_gpu_loop.cpp).
+bool gpu_only_check(const std::string& check);
 
 // Candidate-arm tests carry their arm; arm-independent tests are "(all)"; GatePower tests "(planted defect)".
 inline const char* const kAllArms = "(all)";

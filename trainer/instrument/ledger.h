@@ -20,7 +20,8 @@ namespace loopgate {
 
 // ---- sites ----
 
-// The places where Megatron's loop may wait on the device (docs/design.md "Megatron semantics the trainer ports" and "The seed change").
+// The places where Megatron's loop may wait on the device (docs/design.md "Megatron semantics the trainer ports"
+// and "The seed change").
 // Names (site_name) are stable: they are JSON keys in Traces and keys in golden/ budgets.
 enum class Site {
   kRerunDecision,     // rerun_decision: rerun_state_machine._reduce_any (construction + read)

@@ -109,7 +109,8 @@ void OpCounter::set_enabled(bool on) {
   // Registered only while enabled: a registered callback costs every operator of every run (a third of a CPU
   // iteration of the gate's small models), counted or not.
   if (on && s.handle == 0)
-    s.handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end).scopes({at::RecordScope::FUNCTION}));
+    s.handle =
+        at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end).scopes({at::RecordScope::FUNCTION}));
   if (!on && s.handle != 0) {
     at::removeCallback(s.handle);
     s.handle = 0;

@@ -1,5 +1,5 @@
-// Eager and deferred forms of every host-sync site. Counts per iteration on the baseline (Megatron HEAD,
-// docs/design.md "Megatron semantics the trainer ports"): NaN check 2 reads per microbatch loss and per grad bucket (from the
+// Eager and deferred forms of every host-sync site. Counts per iteration on the baseline (Megatron HEAD, docs/design.md
+// "Megatron semantics the trainer ports"): NaN check 2 reads per microbatch loss and per grad bucket (from the
 // second iteration); rerun decision 2 (H2D + read); update_successful 2; grad norm 3 (clip_grads read +
 // reduce_max_stat H2D + read); num zeros 3; params norm 1; loss scale 1; learning rate 2; loss-accumulator seed
 // 1; timers 4 (device synchronize in start/stop of two level-1 timers) and, at log points, the interval timer's
