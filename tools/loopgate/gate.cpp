@@ -22,6 +22,7 @@
 #include "fixtures/scenarios.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
+#include "tools/loopgate/launch_plan.h"
 #include "tools/loopgate/validate.h"
 #include "tools/loopgate/verdicts.h"
 #include "trainer/common/error.h"
@@ -39,21 +40,6 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
   return s;
-}
-
-std::string gtest_filter(const std::vector<std::string>& wanted) {
-  if (wanted.empty()) return "*";
-  std::vector<std::string> parts;
-  for (const std::string& w : wanted) {
-    std::string suite;
-    for (const auto& [check, s] : gate_checks())
-      if (check == w) suite = s;
-    // "Timers*": a gate's suites share its name as a prefix (Timers, TimersLagged), as check_of_suite reads them.
-    parts.push_back("Arms/" + suite + "*");
-    parts.push_back(suite + "*");
-    parts.push_back("GatePower." + suite + "*");
-  }
-  return join(parts, ":");
 }
 
 // One verdict from a test's identity (suite, name, value_param as GoogleTest prints them). Candidate-arm tests
@@ -130,13 +116,6 @@ std::string abort_lines(const std::string& log_path) {
     }
   return out.empty() ? "aborted (see " + log_path + ")" : out;
 }
-
-// One launch of a suites executable on one fixture: the gate suites, or on a GPU the GPU-only suites, each with
-// its own filter and log name.
-struct LaunchUnit {
-  Fixture fixture;
-  std::string exe, filter, tag, device = "cpu";
-};
 
 // One fixture's launch of the suites, running in the background; its log is echoed as it grows. A launch that
 // is aborted inside a test (a hang the watchdog breaks, a throw, an MPI error) is relaunched for the tests it
@@ -427,28 +406,6 @@ void check_arm_in(const SuitesRegistry& r, const std::string& name) {
 }
 
 }  // namespace
-
-// The launches of a gate run, per fixture: the gate suites (on the run's device) when a check of theirs is asked
-// for, and on a GPU the GPU-only suites, one process per check (a refused capture, the baseline's probe, comes last
-// in a process of its own). `checks` empty: every check; `filter` (selftest) narrows the tests of each launch.
-std::vector<LaunchUnit> launch_units(const GateOptions& o, const std::vector<Fixture>& fixtures) {
-  auto asked = [&](const std::string& check) {
-    return o.checks.empty() || std::find(o.checks.begin(), o.checks.end(), check) != o.checks.end();
-  };
-  const bool gate_suites_asked = o.checks.empty() || std::any_of(o.checks.begin(), o.checks.end(), [](const auto& c) {
-                                   return !gpu_only_check(c);
-                                 });
-  const std::string gate_filter = o.filter.empty() ? gtest_filter(o.checks) : o.filter;
-  std::vector<LaunchUnit> units;
-  for (const Fixture& f : fixtures) {
-    if (gate_suites_asked) units.push_back({f, o.suites_exe, gate_filter, "", o.device});
-    if (o.device != "cuda") continue;
-    for (const auto& [check, suite] : gate_checks())
-      if (gpu_only_check(check) && asked(check))
-        units.push_back({f, o.gpu_loop_exe, o.filter.empty() ? "*" + suite + "*" : o.filter, "." + check, "cpu"});
-  }
-  return units;
-}
 
 std::vector<FixtureRun> run_gate_fixtures(const GateOptions& o, const std::vector<Fixture>& fixtures,
                                           const std::string& dir) {

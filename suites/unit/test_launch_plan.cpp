@@ -1,0 +1,77 @@
+// Unit tests for `loopgate gate`'s launch plan (tools/loopgate/launch_plan.h), on CPU for a GPU runner's options:
+// which executables run per fixture, with which filter and device, for every check, some checks, a GPU-only check
+// alone and a selftest-style filter.
+// Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 shifts every expectation, so every test here fails.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "tools/loopgate/launch_plan.h"
+
+namespace loopgate {
+namespace {
+
+size_t wrong() {
+  static const size_t w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
+  return w;
+}
+
+GateOptions options(const std::string& device, std::vector<std::string> checks = {}, std::string filter = "") {
+  GateOptions o;
+  o.device = device;
+  o.checks = std::move(checks);
+  o.filter = std::move(filter);
+  o.suites_exe = "gates";
+  o.gpu_loop_exe = "gpu_loop";
+  return o;
+}
+
+const std::vector<Fixture> kTwo = {{"single", 1, ""}, {"tp2sp", 2, ""}};
+
+TEST(LaunchPlan, CpuRunsTheGateSuitesOncePerFixture) {
+  const auto u = launch_units(options("cpu"), kTwo);
+  ASSERT_EQ(u.size(), 2u + wrong());
+  for (const LaunchUnit& x : u) {
+    EXPECT_EQ(x.exe, "gates");
+    EXPECT_EQ(x.filter, "*");
+    EXPECT_EQ(x.device, "cpu");
+    EXPECT_EQ(x.tag, "");
+  }
+  EXPECT_EQ(u[1].fixture.name, "tp2sp");
+}
+
+TEST(LaunchPlan, CudaAddsOneProcessPerGpuOnlyCheck) {
+  const auto u = launch_units(options("cuda"), {kTwo[0]});
+  ASSERT_EQ(u.size(), 3u + wrong());
+  EXPECT_EQ(u[0].exe, "gates");
+  EXPECT_EQ(u[0].device, "cuda");
+  EXPECT_EQ(u[1].exe, "gpu_loop");
+  EXPECT_EQ(u[1].tag, ".ledger_cupti");
+  EXPECT_EQ(u[1].filter, "*LedgerEqualsCupti*");
+  EXPECT_EQ(u[2].tag, ".capture_probe");  // last: a refused capture in a process of its own
+  EXPECT_EQ(u[2].filter, "*CaptureProbe*");
+}
+
+TEST(LaunchPlan, AGpuOnlyCheckAloneLaunchesNoGateSuites) {
+  const auto u = launch_units(options("cuda", {"ledger_cupti"}), {kTwo[0]});
+  ASSERT_EQ(u.size(), 1u + wrong());
+  EXPECT_EQ(u[0].exe, "gpu_loop");
+  const auto g = launch_units(options("cuda", {"timers"}), {kTwo[0]});
+  ASSERT_EQ(g.size(), 1u + wrong());
+  EXPECT_EQ(g[0].exe, "gates");
+  EXPECT_EQ(g[0].filter, "Arms/Timers*:Timers*:GatePower.Timers*");
+}
+
+TEST(LaunchPlan, ASelftestFilterNarrowsEveryLaunchOfItsChecks) {
+  const std::string f = "Arms/Timers*/defect_x:Arms/LedgerEqualsCupti*/defect_hidden_sync";
+  const auto u = launch_units(options("cuda", {"timers", "ledger_cupti"}, f), {kTwo[0]});
+  ASSERT_EQ(u.size(), 2u + wrong());
+  EXPECT_EQ(u[0].exe, "gates");
+  EXPECT_EQ(u[0].filter, f);
+  EXPECT_EQ(u[1].exe, "gpu_loop");
+  EXPECT_EQ(u[1].filter, f);
+  EXPECT_EQ(launch_units(options("cpu", {"timers"}, f), {kTwo[0]}).size(), 1u + wrong());
+}
+
+}  // namespace
+}  // namespace loopgate

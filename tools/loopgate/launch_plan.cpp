@@ -1,0 +1,43 @@
+// The launch plan of `loopgate gate` (launch_plan.h).
+#include "tools/loopgate/launch_plan.h"
+
+#include <algorithm>
+
+#include "tools/loopgate/verdicts.h"
+
+namespace loopgate {
+
+std::string gtest_filter(const std::vector<std::string>& wanted) {
+  if (wanted.empty()) return "*";
+  std::string filter;
+  for (const std::string& w : wanted) {
+    std::string suite;
+    for (const auto& [check, s] : gate_checks())
+      if (check == w) suite = s;
+    // "Timers*": a gate's suites share its name as a prefix (Timers, TimersLagged), as check_of_suite reads them.
+    for (const std::string& part : {"Arms/" + suite + "*", suite + "*", "GatePower." + suite + "*"})
+      filter += (filter.empty() ? "" : ":") + part;
+  }
+  return filter;
+}
+
+std::vector<LaunchUnit> launch_units(const GateOptions& o, const std::vector<Fixture>& fixtures) {
+  auto asked = [&](const std::string& check) {
+    return o.checks.empty() || std::find(o.checks.begin(), o.checks.end(), check) != o.checks.end();
+  };
+  const bool gate_suites_asked = o.checks.empty() || std::any_of(o.checks.begin(), o.checks.end(), [](const auto& c) {
+                                   return !gpu_only_check(c);
+                                 });
+  const std::string gate_filter = o.filter.empty() ? gtest_filter(o.checks) : o.filter;
+  std::vector<LaunchUnit> units;
+  for (const Fixture& f : fixtures) {
+    if (gate_suites_asked) units.push_back({f, o.suites_exe, gate_filter, "", o.device});
+    if (o.device != "cuda") continue;
+    for (const auto& [check, suite] : gate_checks())
+      if (gpu_only_check(check) && asked(check))
+        units.push_back({f, o.gpu_loop_exe, o.filter.empty() ? "*" + suite + "*" : o.filter, "." + check, "cpu"});
+  }
+  return units;
+}
+
+}  // namespace loopgate

@@ -1,0 +1,29 @@
+// Which suites executables `loopgate gate` launches per fixture, with which GoogleTest filter and device: the gate
+// suites for the gate checks, and on a GPU the GPU-only suites, one process per GPU-only check. A plan, not a run
+// (gate.cpp launches it), so the unit tests check it on CPU for a GPU runner's options.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "fixtures/fixtures.h"
+#include "tools/loopgate/commands.h"
+
+namespace loopgate {
+
+struct LaunchUnit {
+  Fixture fixture;
+  std::string exe, filter;
+  std::string tag;             // "" for the gate suites, ".<check>" for a GPU-only suite: the log's name suffix
+  std::string device = "cpu";  // --lg_device for the launch ("cpu": the flag is left out)
+};
+
+// The GoogleTest filter of the gate checks `wanted` (every test when empty): each check's candidate-arm, plain and
+// planted-defect tests.
+std::string gtest_filter(const std::vector<std::string>& wanted);
+
+// Per fixture, in order: the gate suites (on o.device) when a check of theirs is asked for (o.checks empty: every
+// check), then with o.device == "cuda" the GPU-only suites asked for, one launch each (a refused capture, the
+// baseline's probe, comes last in a process of its own). o.filter, when set, narrows the tests of every launch.
+std::vector<LaunchUnit> launch_units(const GateOptions& o, const std::vector<Fixture>& fixtures);
+
+}  // namespace loopgate
