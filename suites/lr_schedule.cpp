@@ -147,7 +147,7 @@ bool on_gpu() { return harness_arg("device", "cpu") == "cuda"; }
 
 // golden/<F>/golden_values_<device>.json and environment_<device>.json.
 std::string golden_file(const std::string& what) {
-  return golden_dir() + "/" + gate_fixture() + "/" + what + "_" + (on_gpu() ? "cuda" : "cpu") + ".json";
+  return loopgate::golden_file(golden_dir(), gate_fixture(), what, on_gpu() ? "cuda" : "cpu");
 }
 
 GoldenCheck golden_check(const std::string& arm, std::string* digest = nullptr) {

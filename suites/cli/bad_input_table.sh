@@ -112,6 +112,8 @@ row 0 "--fixture: unknown fixture 'nope'" golden --update --fixture nope
 row 0 "--mpiexec '$WORK/mpiexec': not an executable file" golden --update --mpiexec "$WORK/mpiexec"
 row 0 "--golden-dir $WORK: lr_sequences.json is missing" golden --check --golden-dir "$WORK"
 row 0 "--golden-dir $SRC/README.md/golden: $SRC/README.md is not a directory" golden --update --golden-dir "$SRC/README.md/golden"
+row 0 "--device 'gpu': must be cpu or cuda" golden --check --device gpu
+row 0 "--device cuda: this loopgate was built without the GPU tier" golden --update --device cuda  # the CPU build
 
 # ---- loopgate report ----
 row 0 "--gate $WORK/none.json: cannot read the file" report --gate "$WORK/none.json"

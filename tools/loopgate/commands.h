@@ -64,6 +64,7 @@ struct GoldenOptions {
   std::string golden_dir = "golden";
   std::string self_exe;
   std::string mpiexec = "mpiexec";
+  std::string device = "cpu";  // cuda: golden values of the GPU tier (<fixture>/*_cuda.json), fixtures that fit
   std::string capture_dir;  // internal: run inside `mpiexec -n N loopgate golden --capture DIR --fixture F`
 };
 int cmd_golden(const GoldenOptions& options);

@@ -19,6 +19,7 @@
 #include "fixtures/fixtures.h"
 #include "fixtures/golden.h"
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/gpu.h"
 #include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
 #include "trainer/instrument/ledger.h"
@@ -52,11 +53,12 @@ int capture(const GoldenOptions& o) {
     LG_INPUT_CHECK(o.fixtures.size() == 1, "golden --capture needs exactly one --fixture");
     const std::string& fx = o.fixtures[0];
     check_world(fixture_config(fx), size);
-    RunResult base = run_arm(golden_run_config(fx), "baseline", MPI_COMM_WORLD);
+    RunResult base = run_arm(on_device(golden_run_config(fx), o.device), "baseline", MPI_COMM_WORLD);
     Trace bt = gather_trace(base, MPI_COMM_WORLD);
     if (rank == 0) write_trace(bt, o.capture_dir + "/golden_trace.json");
     json scenarios = json::object();
-    for (const SyncScenario& s : sync_scenarios(fx)) {
+    // Sync budgets are host reads per site, the same on every device: made on the CPU tier only.
+    for (const SyncScenario& s : o.device == "cpu" ? sync_scenarios(fx) : std::vector<SyncScenario>{}) {
       json arms = json::object(), launches = json::object();
       for (const std::string& arm : budget_arms()) {
         RunResult r = run_arm(sync_scenario_config(fx, s), arm, MPI_COMM_WORLD);
@@ -79,23 +81,36 @@ int capture(const GoldenOptions& o) {
   return code;
 }
 
+// The fixtures named, or every fixture; on the GPU tier by default those whose ranks fit the visible GPUs (one
+// rank per GPU), each one left out named (validate_golden_options refused a named one that does not fit).
 std::vector<std::string> selected_fixtures(const GoldenOptions& o) {
-  if (!o.fixtures.empty()) {
-    for (const std::string& f : o.fixtures) find_fixture(f);
-    return o.fixtures;
-  }
+  if (!o.fixtures.empty()) return o.fixtures;
+  const int gpus = o.device == "cuda" ? visible_gpu_count() : 0;
   std::vector<std::string> all;
-  for (const Fixture& f : all_fixtures()) all.push_back(f.name);
+  for (const Fixture& f : all_fixtures()) {
+    if (o.device == "cuda" && f.world > gpus) {
+      std::printf("loopgate golden: %s left out: it needs %d GPUs (one per rank), this runner has %d\n",
+                  f.name.c_str(), f.world, gpus);
+      continue;
+    }
+    all.push_back(f.name);
+  }
   return all;
 }
 
-int update(const GoldenOptions& o) {
-  const std::string& g = o.golden_dir;
-  fs::create_directories(g);
+// LR sequences and sync budgets: host-side facts, made on the CPU tier. Golden values: per device.
+void update_host_files(const std::string& g) {
   write_json_file(g + "/lr_sequences.json", make_lr_golden());
   std::printf("wrote %s/lr_sequences.json (%zu cases x global batches", g.c_str(), lr_cases().size());
   for (int64_t b : fixture_global_batches()) std::printf(" %lld", static_cast<long long>(b));
   std::printf(")\n");
+}
+
+int update(const GoldenOptions& o) {
+  const std::string& g = o.golden_dir;
+  const bool cpu = o.device == "cpu";
+  fs::create_directories(g);
+  if (cpu) update_host_files(g);
   json budgets = fs::exists(g + "/sync_budgets.json") ? read_json_file(g + "/sync_budgets.json") : json::object();
   budgets["about"] =
       "max host reads per site per iteration (max over ranks), per fixture / scenario / arm / iteration category "
@@ -104,8 +119,8 @@ int update(const GoldenOptions& o) {
       "--update`";
   for (const std::string& fx : selected_fixtures(o)) {
     std::string tmp = make_tmp_dir();
-    int rc = launch(fmt::format("{} -n {} {} golden --capture {} --fixture {}", o.mpiexec, find_fixture(fx).world,
-                                o.self_exe, tmp, fx));
+    int rc = launch(fmt::format("{} -n {} {} golden --capture {} --fixture {} --device {}", o.mpiexec,
+                                find_fixture(fx).world, o.self_exe, tmp, fx, o.device));
     if (rc != 0) {
       std::fprintf(stderr, "loopgate golden --update: the capture job for %s failed (exit %d); golden/ for it unchanged\n",
                    fx.c_str(), rc);
@@ -113,13 +128,16 @@ int update(const GoldenOptions& o) {
     }
     Trace t = read_trace(tmp + "/golden_trace.json");
     fs::create_directories(g + "/" + fx);
-    write_json_file(g + "/" + fx + "/golden_values_cpu.json", golden_values_from_trace(t));
-    write_json_file(g + "/" + fx + "/environment_cpu.json", environment_json(t.environment));
-    budgets["fixtures"][fx] = {{"scenarios", read_json_file(tmp + "/budgets.json")}};
-    write_json_file(g + "/sync_budgets.json", budgets);
+    write_json_file(golden_file(g, fx, "golden_values", o.device), golden_values_from_trace(t));
+    write_json_file(golden_file(g, fx, "environment", o.device), environment_json(t.environment));
+    if (cpu) {
+      budgets["fixtures"][fx] = {{"scenarios", read_json_file(tmp + "/budgets.json")}};
+      write_json_file(g + "/sync_budgets.json", budgets);
+    }
     fs::remove_all(tmp);
-    std::printf("wrote %s/%s/golden_values_cpu.json, environment_cpu.json, sync_budgets.json[%s]\n", g.c_str(),
-                fx.c_str(), fx.c_str());
+    std::printf("wrote %s, %s%s\n", golden_file(g, fx, "golden_values", o.device).c_str(),
+                golden_file(g, fx, "environment", o.device).c_str(),
+                cpu ? fmt::format(", {}/sync_budgets.json[{}]", g, fx).c_str() : "");
   }
   return 0;
 }
@@ -170,8 +188,8 @@ int check(const GoldenOptions& o) {
     // Golden values: the baseline run now vs the file.
     std::string tmp = make_tmp_dir();
     int rc = launch(fmt::format("{} -n {} {} run --fixture {} --arm baseline --iters {} --log-interval 1 --quiet "
-                                "--trace {}/trace.json",
-                                o.mpiexec, find_fixture(fx).world, o.self_exe, fx, golden_iters(fx), tmp));
+                                "--device {} --trace {}/trace.json",
+                                o.mpiexec, find_fixture(fx).world, o.self_exe, fx, golden_iters(fx), o.device, tmp));
     if (rc != 0) {
       std::printf("FAIL golden values %s: the baseline run exited %d\n", fx.c_str(), rc);
       ++failed;
@@ -179,15 +197,20 @@ int check(const GoldenOptions& o) {
     }
     Trace t = read_trace(tmp + "/trace.json");
     fs::remove_all(tmp);
-    GoldenCheck gc = check_golden_values(read_json_file(g + "/" + fx + "/golden_values_cpu.json"),
-                                         read_json_file(g + "/" + fx + "/environment_cpu.json"),
+    GoldenCheck gc = check_golden_values(read_json_file(golden_file(g, fx, "golden_values", o.device)),
+                                         read_json_file(golden_file(g, fx, "environment", o.device)),
                                          golden_values_from_trace(t), t.environment);
-    std::printf("%s golden values %s (environment %s)\n", gc.failures.empty() ? "ok  " : "FAIL", fx.c_str(),
-                gc.environment_matches ? "matches: exact bits demanded" : "differs: Megatron tolerances");
+    // GPU bits belong to one environment: another one is refused (a failure of the check, never a pass).
+    const bool refused = o.device == "cuda" && !gc.environment_matches;
+    std::printf("%s golden values %s on %s (environment %s)\n", gc.failures.empty() && !refused ? "ok  " : "FAIL",
+                fx.c_str(), o.device.c_str(),
+                refused                  ? "differs: a bit-exact comparison across GPU environments is refused"
+                : gc.environment_matches ? "matches: exact bits demanded"
+                                         : "differs: Megatron tolerances");
     for (const std::string& d : gc.env_differences) std::printf("     environment %s\n", d.c_str());
     for (const std::string& n : gc.notes) std::printf("     %s\n", n.c_str());
     for (const std::string& f : gc.failures) std::printf("     FAIL %s\n", f.c_str());
-    failed += !gc.failures.empty();
+    failed += !gc.failures.empty() || refused;
   }
   std::printf("golden --check: %s\n", failed ? "FAILED" : "passed");
   return failed ? 1 : 0;

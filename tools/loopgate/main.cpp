@@ -137,6 +137,10 @@ int main(int argc, char** argv) {
   golden->add_option("--golden-dir", gd.golden_dir,
                      "golden values folder (default: $LOOPGATE_GOLDEN_DIR, the installed share/loopgate/golden, or the "
                      "source tree's golden/); --check: its files must exist, --update: writable");
+  golden->add_option("--device", gd.device,
+                     "cpu | cuda (cuda: the GPU tier's golden values, <fixture>/golden_values_cuda.json and "
+                     "environment_cuda.json, for the fixtures whose ranks fit the visible GPUs; LR sequences and sync "
+                     "budgets are the CPU's)");
   golden->add_option("--mpiexec", gd.mpiexec, "the MPI launcher: a path or a program on PATH (default mpiexec)");
   golden->add_option("--capture", gd.capture_dir)->group("");  // internal: the per-fixture MPI worker of --update
 

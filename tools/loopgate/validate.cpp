@@ -279,10 +279,19 @@ void validate_golden_options(const GoldenOptions& o) {
   if (!o.capture_dir.empty()) return;  // the internal per-fixture worker: `golden --update` validated its launch
   LG_INPUT_CHECK(o.check != o.update, "golden: give exactly one of --check or --update{}",
                  o.check ? " (got both)" : "");
+  LG_INPUT_CHECK(o.device == "cpu" || o.device == "cuda", "--device {}: must be cpu or cuda", quoted(o.device));
   std::vector<std::string> fixtures = o.fixtures;
   for (const std::string& f : o.fixtures) with_flag("--fixture", [&] { return find_fixture(f); });
+  if (o.device == "cuda") {
+    const int gpus = visible_gpu_count();  // InputError first where this loopgate has no GPU tier
+    LG_INPUT_CHECK(gpus > 0, "--device cuda: no GPU visible");
+    for (const std::string& f : o.fixtures)
+      LG_INPUT_CHECK(find_fixture(f).world <= gpus, "--fixture {}: needs {} GPUs (one per rank), {} visible", f,
+                     find_fixture(f).world, gpus);
+  }
   if (fixtures.empty())
-    for (const Fixture& f : all_fixtures()) fixtures.push_back(f.name);
+    for (const Fixture& f : all_fixtures())
+      if (o.device == "cpu" || f.world <= visible_gpu_count()) fixtures.push_back(f.name);
   check_launcher("--mpiexec", o.mpiexec);
   const std::string& g = o.golden_dir;
   if (o.update) {
@@ -298,8 +307,8 @@ void validate_golden_options(const GoldenOptions& o) {
   need("lr_sequences.json");
   need("sync_budgets.json");
   for (const std::string& fx : fixtures) {
-    need(fx + "/golden_values_cpu.json");
-    need(fx + "/environment_cpu.json");
+    need(fx + "/golden_values_" + o.device + ".json");
+    need(fx + "/environment_" + o.device + ".json");
   }
 }
 
