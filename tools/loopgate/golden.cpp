@@ -134,7 +134,7 @@ int update(const GoldenOptions& o) {
       budgets["fixtures"][fx] = {{"scenarios", read_json_file(tmp + "/budgets.json")}};
       write_json_file(g + "/sync_budgets.json", budgets);
     }
-    fs::remove_all(tmp);
+    remove_tree(tmp);  // not fs::remove_all (golden_files.h)
     std::printf("wrote %s, %s%s\n", golden_file(g, fx, "golden_values", o.device).c_str(),
                 golden_file(g, fx, "environment", o.device).c_str(),
                 cpu ? fmt::format(", {}/sync_budgets.json[{}]", g, fx).c_str() : "");
@@ -196,7 +196,7 @@ int check(const GoldenOptions& o) {
       continue;
     }
     Trace t = read_trace(tmp + "/trace.json");
-    fs::remove_all(tmp);
+    remove_tree(tmp);  // not fs::remove_all (golden_files.h)
     GoldenCheck gc = check_golden_values(read_json_file(golden_file(g, fx, "golden_values", o.device)),
                                          read_json_file(golden_file(g, fx, "environment", o.device)),
                                          golden_values_from_trace(t), t.environment);
