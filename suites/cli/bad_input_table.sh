@@ -95,6 +95,9 @@ row 0 "--fixture: unknown fixture 'dp6'" gate --fixture single,dp6
 row 0 "--arm: unknown arm 'onesink'" gate --arm onesink
 row 0 "--check 'equivalance': unknown gate" gate --check equivalance
 row 0 "--jobs 0: must be >= 1" gate --jobs 0
+row 0 "--shards -1: must be in 0..64 (0: auto)" gate --shards -1
+row 0 "--shards 65: must be in 0..64 (0: auto)" gate --shards 65
+row 0 "Could not convert: --shards = two" gate --shards two
 row 0 "--device 'gpu': must be cpu or cuda" gate --device gpu
 row 0 "--check ledger_cupti: a GPU-only check (needs --device cuda)" gate --check ledger_cupti
 row 0 "--device cuda: this loopgate was built without the GPU tier" gate --device cuda

@@ -1,6 +1,6 @@
 // Unit tests for `loopgate gate`'s launch plan (tools/loopgate/launch_plan.h), on CPU for a GPU runner's options:
 // which executables run per fixture, with which filter and device, for every check, some checks, a GPU-only check
-// alone and a selftest-style filter.
+// alone and a selftest-style filter; the shards a fixture's gate suites split into (every test in exactly one).
 // Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 shifts every expectation, so every test here fails.
 #include <gtest/gtest.h>
 
@@ -71,6 +71,46 @@ TEST(LaunchPlan, ASelftestFilterNarrowsEveryLaunchOfItsChecks) {
   EXPECT_EQ(u[1].exe, "gpu_loop");
   EXPECT_EQ(u[1].filter, f);
   EXPECT_EQ(launch_units(options("cpu", {"timers"}, f), {kTwo[0]}).size(), 1u + wrong());
+}
+
+// What `--gtest_list_tests` prints: suites, plain and parameterized tests, and a stray log line.
+const char* kListing =
+    "loopgate: a stray log line.\n"
+    "Timers.\n"
+    "  FirstReportWaits\n"
+    "Arms/LrSchedule.\n"
+    "  SequenceBitIdentical/syncfree  # GetParam() = \"syncfree\"\n"
+    "  SequenceBitIdentical/onesync  # GetParam() = \"onesync\"\n"
+    "GatePower.\n"
+    "  LrScheduleRejectsLrAdvancingOnSkippedStep\n";
+
+TEST(LaunchPlan, TestListingGivesFullNamesInOrder) {
+  const std::vector<std::string> want = {"Timers.FirstReportWaits", "Arms/LrSchedule.SequenceBitIdentical/syncfree",
+                                         "Arms/LrSchedule.SequenceBitIdentical/onesync",
+                                         "GatePower.LrScheduleRejectsLrAdvancingOnSkippedStep"};
+  const auto got = parse_test_list(kListing);
+  ASSERT_EQ(got.size(), want.size() + wrong());
+  EXPECT_EQ(got, want);
+}
+
+TEST(LaunchPlan, ShardsTakeEveryTestOnceRoundRobin) {
+  const LaunchUnit u = launch_units(options("cuda"), {kTwo[0]})[0];
+  const auto tests = parse_test_list(kListing);
+  const auto s = split_unit(u, tests, 3);
+  ASSERT_EQ(s.size(), 3u + wrong());
+  EXPECT_EQ(s[0].filter, "Timers.FirstReportWaits:GatePower.LrScheduleRejectsLrAdvancingOnSkippedStep");
+  EXPECT_EQ(s[1].filter, "Arms/LrSchedule.SequenceBitIdentical/syncfree");
+  EXPECT_EQ(s[2].filter, "Arms/LrSchedule.SequenceBitIdentical/onesync");
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(s[k].shard, k);
+    EXPECT_EQ(s[k].shards, 3);
+    EXPECT_EQ(s[k].exe, u.exe);
+    EXPECT_EQ(s[k].device, "cuda");
+  }
+  // More shards than tests: one per test. One shard, or no listing: the unit as it was (its own filter).
+  EXPECT_EQ(split_unit(u, tests, 9).size(), 4u + wrong());
+  EXPECT_EQ(split_unit(u, tests, 1)[0].filter, "*");
+  EXPECT_EQ(split_unit(u, {}, 4).size(), 1u + wrong());
 }
 
 }  // namespace

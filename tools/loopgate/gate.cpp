@@ -132,18 +132,29 @@ struct Launch {
   size_t index = 0;
 };
 
+// A unit's log and progress name: fixture, GPU-only tag, shard.
+std::string unit_name(const LaunchUnit& u) {
+  return u.fixture.name + u.tag + (u.shards > 1 ? fmt::format(".shard{}", u.shard) : "");
+}
+
+// The suites executable and its harness flags for a unit (the launch and the test listing share them).
+std::string suite_command(const GateOptions& o, const LaunchUnit& u) {
+  std::string cmd = fmt::format("{} --lg_fixture={}", u.exe, u.fixture.name);
+  if (u.device != "cpu") cmd += " --lg_device=" + u.device;
+  if (!o.arms.empty()) cmd += " --lg_arms=" + join(o.arms, ",");
+  if (o.iters) cmd += fmt::format(" --lg_iters={}", *o.iters);
+  return cmd;
+}
+
 void start_attempt(Launch& l) {
   const GateOptions& o = *l.o;
   const int attempt = l.r.launches++;
-  const std::string name = l.r.fixture + l.unit.tag;
+  const std::string name = unit_name(l.unit);
   l.attempt_log = attempt == 0 ? l.r.log_path : fmt::format("{}/{}.relaunch{}.log", l.dir, name, attempt);
   l.progress = fmt::format("{}/{}.progress{}.jsonl", l.dir, name, attempt);
   std::string filter = l.unit.filter;
   if (!l.excluded.empty()) filter += "-" + join(l.excluded, ":");
-  std::string cmd = fmt::format("{} -n {} {} --lg_fixture={}", o.mpiexec, l.r.np, l.unit.exe, l.r.fixture);
-  if (l.unit.device != "cpu") cmd += " --lg_device=" + l.unit.device;
-  if (!o.arms.empty()) cmd += " --lg_arms=" + join(o.arms, ",");
-  if (o.iters) cmd += fmt::format(" --lg_iters={}", *o.iters);
+  std::string cmd = fmt::format("{} -n {} {}", o.mpiexec, l.r.np, suite_command(o, l.unit));
   cmd += fmt::format(" --lg_trace_dir={} --lg_progress_file={} --lg_timeout={} --lg_progress_timeout={} "
                      "'--gtest_filter={}' > {} 2>&1",
                      l.trace_dir, l.progress, l.r.np > 8 ? 1200 : 300, o.progress_timeout, filter, l.attempt_log);
@@ -164,11 +175,14 @@ std::unique_ptr<Launch> launch_fixture(const GateOptions& o, const LaunchUnit& u
   l->index = index;
   l->r.fixture = f.name;
   l->r.np = f.world;
-  l->r.log_path = fmt::format("{}/{}{}.log", dir, f.name, u.tag);
-  l->trace_dir = fmt::format("{}/{}", dir, f.name);
+  l->r.log_path = fmt::format("{}/{}.log", dir, unit_name(u));
+  // Shards write their own Traces (two may run the same scenario at once).
+  l->trace_dir = fmt::format("{}/{}", dir, u.shards > 1 ? unit_name(u) : f.name);
+  const std::string what = !u.tag.empty()   ? "the GPU-only suites (" + u.tag.substr(1) + ")"
+                           : u.shards > 1 ? fmt::format("the gate suites, shard {} of {}", u.shard + 1, u.shards)
+                                          : std::string("the gate suites");
   if (o.echo)
-    std::printf("[%zu/%zu] %-10s np %-3d launching %s\n", index + 1, total, f.name.c_str(), f.world,
-                u.tag.empty() ? "the gate suites" : ("the GPU-only suites (" + u.tag.substr(1) + ")").c_str());
+    std::printf("[%zu/%zu] %-10s np %-3d launching %s\n", index + 1, total, f.name.c_str(), f.world, what.c_str());
   std::fflush(stdout);
   l->start = std::chrono::steady_clock::now();
   start_attempt(*l);
@@ -233,6 +247,60 @@ bool poll_launch(Launch& l) {
   return true;
 }
 
+// How many processes share a fixture's gate suites: --shards; by default 1 on CPU (the ranks already hold the
+// cores) and on a GPU one per two host cores per rank, at most 8 (the host, not the device, bounds a GPU fixture).
+int shard_count(const GateOptions& o, const LaunchUnit& u) {
+  if (!u.tag.empty()) return 1;
+  if (o.shards > 0) return o.shards;
+  if (o.device != "cuda") return 1;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return std::clamp(static_cast<int>(cores / (2L * u.fixture.world)), 1, 8);
+}
+
+// The unit's tests as the suites executable lists them (a singleton, no MPI job). Empty when it cannot list.
+std::vector<std::string> list_tests(const GateOptions& o, const LaunchUnit& u) {
+  const std::string cmd = suite_command(o, u) + " --gtest_list_tests '--gtest_filter=" + u.filter + "' 2>/dev/null";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {};
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  return pclose(p) == 0 ? parse_test_list(out) : std::vector<std::string>{};
+}
+
+std::vector<LaunchUnit> sharded(const GateOptions& o, const std::vector<LaunchUnit>& units) {
+  std::vector<LaunchUnit> out;
+  for (const LaunchUnit& u : units) {
+    const int n = shard_count(o, u);
+    std::vector<LaunchUnit> parts = n > 1 ? split_unit(u, list_tests(o, u), n) : std::vector<LaunchUnit>{u};
+    out.insert(out.end(), parts.begin(), parts.end());
+  }
+  return out;
+}
+
+// A fixture's shards as one run: every verdict, the longest shard's time, the worst exit code.
+std::vector<FixtureRun> merge_shards(const std::vector<LaunchUnit>& units, const std::vector<FixtureRun>& runs) {
+  std::vector<FixtureRun> out;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (units[i].shard == 0) {
+      out.push_back(runs[i]);
+      continue;
+    }
+    FixtureRun& m = out.back();  // shard 0 of the same unit, just before
+    const FixtureRun& r = runs[i];
+    if (r.exit_code != 0 && m.exit_code == 0) m.log_path = r.log_path;
+    m.exit_code = std::max(m.exit_code, r.exit_code);
+    m.seconds = std::max(m.seconds, r.seconds);
+    m.launches += r.launches;
+    m.aborted.insert(m.aborted.end(), r.aborted.begin(), r.aborted.end());
+    m.verdicts.insert(m.verdicts.end(), r.verdicts.begin(), r.verdicts.end());
+    m.skipped.insert(m.skipped.end(), r.skipped.begin(), r.skipped.end());
+    m.traces.insert(m.traces.end(), r.traces.begin(), r.traces.end());
+  }
+  return out;
+}
+
 // Runs every fixture's launch. Fixtures of at most 2 ranks may run `jobs` at a time (a machine with more cores
 // than ranks gains; on 2 cores it lost: 131 s for single+tp2sp+pp2 two at a time, 105 s one at a time); larger
 // fixtures run alone.
@@ -245,8 +313,12 @@ std::vector<FixtureRun> run_fixtures(const GateOptions& o, const std::vector<Lau
   while (next < fixtures.size() || !active.empty()) {
     bool all_small = true;
     for (const auto& l : active) all_small = all_small && small(l->r.np);
+    // On a GPU a fixture's units (its shards, its GPU-only suites) run together: the host is what they wait on.
+    bool same_fixture = o.device == "cuda";
+    for (const auto& l : active)
+      same_fixture = same_fixture && next < fixtures.size() && l->unit.fixture.name == fixtures[next].fixture.name;
     if (next < fixtures.size() &&
-        (active.empty() ||
+        (active.empty() || same_fixture ||
          (all_small && small(fixtures[next].fixture.world) && static_cast<int>(active.size()) < o.jobs))) {
       active.push_back(launch_fixture(o, fixtures[next], dir, next, fixtures.size()));
       ++next;
@@ -411,7 +483,8 @@ std::vector<FixtureRun> run_gate_fixtures(const GateOptions& o, const std::vecto
                                           const std::string& dir) {
   set_mpi_launch_env();
   setenv("GTEST_COLOR", "no", 1);
-  return run_fixtures(o, launch_units(o, fixtures), dir);
+  const std::vector<LaunchUnit> units = sharded(o, launch_units(o, fixtures));
+  return merge_shards(units, run_fixtures(o, units, dir));
 }
 
 // Ranks run as root, oversubscribed, in containers (docs/design.md "CPU facts"); the user's own
@@ -453,7 +526,8 @@ int cmd_gate(const GateOptions& o_in) {
               dir.c_str());
   const std::string started_at = utc_now();
   auto start = std::chrono::steady_clock::now();
-  std::vector<FixtureRun> runs = run_fixtures(o, launch_units(o, fixtures), dir);
+  const std::vector<LaunchUnit> units = sharded(o, launch_units(o, fixtures));
+  std::vector<FixtureRun> runs = merge_shards(units, run_fixtures(o, units, dir));
   print_table(runs, arms);
   bool ok = true;
   int total = 0, failed = 0;

@@ -40,4 +40,41 @@ std::vector<LaunchUnit> launch_units(const GateOptions& o, const std::vector<Fix
   return units;
 }
 
+std::vector<std::string> parse_test_list(const std::string& out) {
+  std::vector<std::string> tests;
+  std::string suite;
+  size_t at = 0;
+  while (at < out.size()) {
+    size_t nl = out.find('\n', at);
+    if (nl == std::string::npos) nl = out.size();
+    std::string line = out.substr(at, nl - at);
+    at = nl + 1;
+    if (line.empty()) continue;
+    if (line.rfind("  ", 0) == 0) {  // "  Name  # GetParam() = ..."
+      if (suite.empty()) continue;
+      line = line.substr(2, line.find("  #") == std::string::npos ? std::string::npos : line.find("  #") - 2);
+      if (!line.empty() && line.find(' ') == std::string::npos) tests.push_back(suite + line);
+    } else {
+      suite = line.back() == '.' && line.find(' ') == std::string::npos ? line : "";  // "Suite." (not a log line)
+    }
+  }
+  return tests;
+}
+
+std::vector<LaunchUnit> split_unit(const LaunchUnit& u, const std::vector<std::string>& tests, int shards) {
+  const int n = std::max(1, std::min(shards, static_cast<int>(tests.size())));
+  if (n == 1) return {u};
+  std::vector<LaunchUnit> out(static_cast<size_t>(n), u);
+  for (int k = 0; k < n; ++k) {
+    out[k].shard = k;
+    out[k].shards = n;
+    out[k].filter.clear();
+  }
+  for (size_t i = 0; i < tests.size(); ++i) {
+    std::string& f = out[i % static_cast<size_t>(n)].filter;
+    f += (f.empty() ? "" : ":") + tests[i];
+  }
+  return out;
+}
+
 }  // namespace loopgate

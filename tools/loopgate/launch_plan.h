@@ -15,6 +15,7 @@ struct LaunchUnit {
   std::string exe, filter;
   std::string tag;             // "" for the gate suites, ".<check>" for a GPU-only suite: the log's name suffix
   std::string device = "cpu";  // --lg_device for the launch ("cpu": the flag is left out)
+  int shard = 0, shards = 1;   // one of `shards` processes sharing the unit's tests (split_unit)
 };
 
 // The GoogleTest filter of the gate checks `wanted` (every test when empty): each check's candidate-arm, plain and
@@ -25,5 +26,14 @@ std::string gtest_filter(const std::vector<std::string>& wanted);
 // check), then with o.device == "cuda" the GPU-only suites asked for, one launch each (a refused capture, the
 // baseline's probe, comes last in a process of its own). o.filter, when set, narrows the tests of every launch.
 std::vector<LaunchUnit> launch_units(const GateOptions& o, const std::vector<Fixture>& fixtures);
+
+// The full test names ("Suite.Name", "Arms/Suite.Name/arm") of a `--gtest_list_tests` output, in its order.
+std::vector<std::string> parse_test_list(const std::string& gtest_list_output);
+
+// The unit as `shards` processes (fewer when there are fewer tests): test i of `tests` (the unit's filter as the
+// suites executable lists it) goes to shard i % shards, whose filter names its tests. Round-robin spreads a
+// suite's heavy tests (one per arm, adjacent) over the shards; a scenario two shards need runs in both. On a GPU
+// the fixture's host is the bottleneck (launch-bound iterations, the device mostly idle), so shards gain.
+std::vector<LaunchUnit> split_unit(const LaunchUnit& u, const std::vector<std::string>& tests, int shards);
 
 }  // namespace loopgate

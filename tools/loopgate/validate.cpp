@@ -263,6 +263,7 @@ void validate_gate_options(const GateOptions& o) {
                    o.gpu_loop_exe);
   }
   LG_INPUT_CHECK(o.jobs >= 1, "--jobs {}: must be >= 1", o.jobs);
+  LG_INPUT_CHECK(o.shards >= 0 && o.shards <= 64, "--shards {}: must be in 0..64 (0: auto)", o.shards);
   LG_INPUT_CHECK(o.progress_timeout > 0, "--progress-timeout {}: must be > 0 seconds", o.progress_timeout);
   struct stat st;
   LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(o.suites_exe.c_str(), X_OK) == 0,
