@@ -113,5 +113,17 @@ TEST(LaunchPlan, ShardsTakeEveryTestOnceRoundRobin) {
   EXPECT_EQ(split_unit(u, {}, 4).size(), 1u + wrong());
 }
 
+TEST(LaunchPlan, GpuShardsTakeABlockOfGpusEachAndNeverShareOne) {
+  LaunchUnit u = launch_units(options("cuda"), {kTwo[1]})[0];  // tp2sp: 2 ranks
+  const std::vector<std::string> tests = {"A.a", "A.b", "B.a", "B.b"};
+  auto s = split_unit(u, tests, 2);
+  ASSERT_TRUE(assign_gpus(&s, {"4", "5", "6", "7"}, 2));
+  EXPECT_EQ(s[0].gpus, wrong() ? "4" : "4,5");
+  EXPECT_EQ(s[1].gpus, "6,7");
+  auto t = split_unit(u, tests, 2);
+  EXPECT_NE(assign_gpus(&t, {"0", "1", "2"}, 2), !wrong());  // 3 GPUs for 2 x 2 ranks: none assigned
+  EXPECT_EQ(t[0].gpus, "");
+}
+
 }  // namespace
 }  // namespace loopgate

@@ -154,7 +154,8 @@ void start_attempt(Launch& l) {
   l.progress = fmt::format("{}/{}.progress{}.jsonl", l.dir, name, attempt);
   std::string filter = l.unit.filter;
   if (!l.excluded.empty()) filter += "-" + join(l.excluded, ":");
-  std::string cmd = fmt::format("{} -n {} {}", o.mpiexec, l.r.np, suite_command(o, l.unit));
+  std::string cmd = fmt::format("{}{} -n {} {}", l.unit.gpus.empty() ? "" : "CUDA_VISIBLE_DEVICES=" + l.unit.gpus + " ",
+                                o.mpiexec, l.r.np, suite_command(o, l.unit));
   cmd += fmt::format(" --lg_trace_dir={} --lg_progress_file={} --lg_timeout={} --lg_progress_timeout={} "
                      "'--gtest_filter={}' > {} 2>&1",
                      l.trace_dir, l.progress, l.r.np > 8 ? 1200 : 300, o.progress_timeout, filter, l.attempt_log);
@@ -248,13 +249,28 @@ bool poll_launch(Launch& l) {
 }
 
 // How many processes share a fixture's gate suites: --shards; by default 1 on CPU (the ranks already hold the
-// cores) and on a GPU one per two host cores per rank, at most 8 (the host, not the device, bounds a GPU fixture).
-int shard_count(const GateOptions& o, const LaunchUnit& u) {
+// cores) and on a GPU one per block of `ranks` visible GPUs, at most 8 (a GPU is never shared: assign_gpus).
+int shard_count(const GateOptions& o, const LaunchUnit& u, int gpus) {
   if (!u.tag.empty()) return 1;
   if (o.shards > 0) return o.shards;
   if (o.device != "cuda") return 1;
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return std::clamp(static_cast<int>(cores / (2L * u.fixture.world)), 1, 8);
+  return std::clamp(gpus / u.fixture.world, 1, 8);
+}
+
+// The runner's GPU ids in order: CUDA_VISIBLE_DEVICES's list when set, else 0..n-1.
+std::vector<std::string> visible_gpu_ids(int n) {
+  std::vector<std::string> ids;
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
+    std::string s = v;
+    for (size_t at = 0; at <= s.size();) {
+      size_t comma = std::min(s.find(',', at), s.size());
+      if (comma > at) ids.push_back(s.substr(at, comma - at));
+      at = comma + 1;
+    }
+    return ids;
+  }
+  for (int i = 0; i < n; ++i) ids.push_back(std::to_string(i));
+  return ids;
 }
 
 // The unit's tests as the suites executable lists them (a singleton, no MPI job). Empty when it cannot list.
@@ -270,10 +286,13 @@ std::vector<std::string> list_tests(const GateOptions& o, const LaunchUnit& u) {
 }
 
 std::vector<LaunchUnit> sharded(const GateOptions& o, const std::vector<LaunchUnit>& units) {
+  const int gpus = o.device == "cuda" ? visible_gpu_count() : 0;
   std::vector<LaunchUnit> out;
   for (const LaunchUnit& u : units) {
-    const int n = shard_count(o, u);
+    const int n = shard_count(o, u, gpus);
     std::vector<LaunchUnit> parts = n > 1 ? split_unit(u, list_tests(o, u), n) : std::vector<LaunchUnit>{u};
+    // GPU shards with a GPU block each run side by side; without (--shards beyond the GPUs), one at a time.
+    if (o.device == "cuda" && parts.size() > 1) assign_gpus(&parts, visible_gpu_ids(gpus), u.fixture.world);
     out.insert(out.end(), parts.begin(), parts.end());
   }
   return out;
@@ -313,12 +332,11 @@ std::vector<FixtureRun> run_fixtures(const GateOptions& o, const std::vector<Lau
   while (next < fixtures.size() || !active.empty()) {
     bool all_small = true;
     for (const auto& l : active) all_small = all_small && small(l->r.np);
-    // On a GPU a fixture's units (its shards, its GPU-only suites) run together: the host is what they wait on.
-    bool same_fixture = o.device == "cuda";
-    for (const auto& l : active)
-      same_fixture = same_fixture && next < fixtures.size() && l->unit.fixture.name == fixtures[next].fixture.name;
+    // GPU shards holding GPUs of their own run side by side (a GPU shared by two processes is time-sliced).
+    bool own_gpus = next < fixtures.size() && !fixtures[next].gpus.empty();
+    for (const auto& l : active) own_gpus = own_gpus && !l->unit.gpus.empty();
     if (next < fixtures.size() &&
-        (active.empty() || same_fixture ||
+        (active.empty() || own_gpus ||
          (all_small && small(fixtures[next].fixture.world) && static_cast<int>(active.size()) < o.jobs))) {
       active.push_back(launch_fixture(o, fixtures[next], dir, next, fixtures.size()));
       ++next;

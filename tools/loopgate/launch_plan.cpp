@@ -77,4 +77,15 @@ std::vector<LaunchUnit> split_unit(const LaunchUnit& u, const std::vector<std::s
   return out;
 }
 
+bool assign_gpus(std::vector<LaunchUnit>* shards, const std::vector<std::string>& visible, int ranks) {
+  const size_t need = shards->size() * static_cast<size_t>(ranks);
+  if (ranks < 1 || visible.size() < need) return false;
+  for (size_t k = 0; k < shards->size(); ++k) {
+    std::string ids;
+    for (int r = 0; r < ranks; ++r) ids += (r ? "," : "") + visible[k * static_cast<size_t>(ranks) + r];
+    (*shards)[k].gpus = ids;
+  }
+  return true;
+}
+
 }  // namespace loopgate

@@ -16,6 +16,7 @@ struct LaunchUnit {
   std::string tag;             // "" for the gate suites, ".<check>" for a GPU-only suite: the log's name suffix
   std::string device = "cpu";  // --lg_device for the launch ("cpu": the flag is left out)
   int shard = 0, shards = 1;   // one of `shards` processes sharing the unit's tests (split_unit)
+  std::string gpus;            // CUDA_VISIBLE_DEVICES for the launch ("": inherited): a GPU shard's own GPUs
 };
 
 // The GoogleTest filter of the gate checks `wanted` (every test when empty): each check's candidate-arm, plain and
@@ -32,8 +33,13 @@ std::vector<std::string> parse_test_list(const std::string& gtest_list_output);
 
 // The unit as `shards` processes (fewer when there are fewer tests): test i of `tests` (the unit's filter as the
 // suites executable lists it) goes to shard i % shards, whose filter names its tests. Round-robin spreads a
-// suite's heavy tests (one per arm, adjacent) over the shards; a scenario two shards need runs in both. On a GPU
-// the fixture's host is the bottleneck (launch-bound iterations, the device mostly idle), so shards gain.
+// suite's heavy tests (one per arm, adjacent) over the shards; a scenario two shards need runs in both.
 std::vector<LaunchUnit> split_unit(const LaunchUnit& u, const std::vector<std::string>& tests, int shards);
+
+// GPU shards: shard k takes the k-th block of `ranks` GPUs of `visible` (the runner's GPU ids in order), so the
+// shards of a fixture run side by side, one rank per GPU. One GPU's processes are time-sliced: eight shards of
+// single on one H200 took 226 s against 173 s for one process (docs/results-gpu.md §14), so shards never share.
+// False (units unchanged) when `visible` holds fewer than shards x ranks GPUs.
+bool assign_gpus(std::vector<LaunchUnit>* shards, const std::vector<std::string>& visible, int ranks);
 
 }  // namespace loopgate
