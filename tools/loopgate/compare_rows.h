@@ -1,0 +1,47 @@
+// The judged rows of `loopgate compare` (tools/loopgate/compare.cpp prints them): early lm loss / params norm
+// identity, LR identity, NaN and skipped iterations, the grad norm / num zeros spread. Every field a row judges is
+// listed once in compared_fields(): the rows read their fields from that list, and the known-answer matrix
+// (suites/unit/test_compare_known_answers.cpp) plants a difference in each one, so a field judged without a
+// known answer fails a test.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fixtures/megatron_log.h"
+
+namespace loopgate {
+
+enum class CompareResult { kPass, kFail, kNotRun, kInfo };
+const char* compare_result_name(CompareResult r);  // "PASS" | "FAIL" | "NOT RUN" | "INFO"
+
+struct CompareRow {
+  std::string check;
+  CompareResult result = CompareResult::kNotRun;
+  std::string detail;
+  std::vector<std::string> problems;  // one line each: what differs, where, both values
+  std::vector<std::string> notes;     // what was not compared and why
+};
+
+struct CompareRun {
+  char side;  // 'A' or 'B'
+  RunLog log;
+};
+
+// How a field is judged: identical at iterations 1..--early; identical wherever both sides logged it; a count
+// that must be 0 in every run; between-side mean difference 0 or within the within-side spread (>= 2 runs a side).
+enum class FieldRule { kEarlyIdentity, kIdentity, kZeroCount, kSpread };
+
+struct ComparedField {
+  std::string name;  // as the problems print it: "lm loss", "number of nan iterations", ...
+  FieldRule rule;
+  std::optional<LoggedValue> RunEntry::*value = nullptr;  // a logged value, or
+  std::optional<int64_t> RunEntry::*count = nullptr;      // an interval counter
+};
+const std::vector<ComparedField>& compared_fields();
+
+// The four judged rows, in table order (the step-time row is compare.cpp's: informational).
+std::vector<CompareRow> judged_rows(const std::vector<CompareRun>& runs, int64_t early);
+
+}  // namespace loopgate
