@@ -248,6 +248,7 @@ void require_samples(const AbSamples& s, const StepTimeOptions& o) {
 
 int cmd_ab(const AbOptions& o) {
   validate_ab_options(o);  // every flag, both files readable, --json writable (validate.h)
+  if (stop_after_validation()) return 0;
   std::unique_ptr<std::ofstream> json = open_json_output(o.json_path);
   const RunLog a = read_run(o.a), b = read_run(o.b);
   const AbSamples sa = step_time_samples(a, o.step, "A"), sb = step_time_samples(b, o.step, "B");

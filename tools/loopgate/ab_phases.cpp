@@ -144,6 +144,10 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
     MPI_Finalize();
     return 2;
   }
+  if (stop_after_validation()) {
+    MPI_Finalize();
+    return 0;
+  }
   int code = 0;
   try {
     const AbArm spec_a = parse_ab_arm(o.arm_a);

@@ -107,6 +107,7 @@ nlohmann::json rows_json(const std::vector<CompareRow>& rows) {
 
 int cmd_compare(const CompareOptions& o) {
   validate_compare_options(o);  // every flag, every file readable, --json writable (validate.h)
+  if (stop_after_validation()) return 0;
   std::unique_ptr<std::ofstream> json = open_json_output(o.json_path);
   std::vector<CompareRun> runs;
   for (const std::string& p : o.a) runs.push_back({'A', read_run(p)});

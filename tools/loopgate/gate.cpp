@@ -532,6 +532,7 @@ int cmd_gate(const GateOptions& o_in) {
   }
   for (const std::string& a : o.arms) check_arm_in(known, a);
   if (o.device == "cuda") fixtures = fixtures_that_fit(fixtures, visible_gpu_count());
+  if (stop_after_validation()) return 0;
   set_mpi_launch_env();
   setenv("LOOPGATE_GOLDEN_DIR", default_golden_dir().c_str(), 0);  // this CLI's golden/ (the installed one if installed)
   setenv("LOOPGATE_TRAINER_DIR", trainer_source_dir().c_str(), 0);  // and its trainer's sources (loop_code's scan)

@@ -220,6 +220,7 @@ int check(const GoldenOptions& o) {
 
 int cmd_golden(const GoldenOptions& o) {
   validate_golden_options(o);  // before --update writes anything (validate.h)
+  if (stop_after_validation()) return 0;
   set_mpi_launch_env();
   if (!o.capture_dir.empty()) return capture(o);
   return o.update ? update(o) : check(o);

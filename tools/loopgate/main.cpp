@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   ab_cmd->add_option("--phases", abp.phases, "in-process: phases per arm, >= 3 (the first is warm-up; default 6)");
   ab_cmd->add_option("--phase-iters", abp.phase_iters,
-                     "in-process: iterations per phase, a multiple of --log-interval (default 20)");
+                     "in-process: iterations per phase, >= 1, a multiple of --log-interval (default 20)");
   add_run_flags(ab_cmd, abrf);
   add_gpu_flags(ab_cmd, gpu_flags());
 
@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
   selftest->add_option("--defect", so.defects, "defects (repeatable or a,b list; default: the whole catalogue)")
       ->delimiter(',');
   selftest->add_option("--progress-timeout", so.progress_timeout,
-                       "seconds a stuck rank waits before the watchdog fails a hanging defect's test (default 10)");
+                       "seconds a stuck rank waits before the watchdog fails a hanging defect's test, > 0 (default 10)");
   selftest->add_option("--json", so.json_path, "write the results as JSON");
   selftest->add_option("--mpiexec", so.mpiexec, "the MPI launcher: a path or a program on PATH (default mpiexec)");
   selftest->add_option("--device", so.device,

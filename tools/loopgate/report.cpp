@@ -2,6 +2,7 @@
 // Traces drawn as inline SVG — loss / norms / LR per iteration, host reads per site, timer intervals. Every number
 // on the page is read from the gate JSON or a Trace; every text is escaped. Sections, top to bottom: header,
 // verdict table, failures, one block per fixture. Docs: docs/report.md.
+#include "tools/loopgate/validate.h"
 #include "tools/loopgate/report.h"
 #include "tools/loopgate/paths.h"
 
@@ -441,6 +442,7 @@ int cmd_report(const ReportOptions& o) {
   const fs::path out = o.out.empty() ? fs::absolute(o.gate_json).parent_path() / "report.html" : fs::absolute(o.out);
   check_output_file(o.out.empty() ? "--out (default: report.html beside --gate)" : "--out",
                     o.out.empty() ? out.string() : o.out);
+  if (stop_after_validation()) return 0;
   const std::string page = render_report_file(o.gate_json, utc_now());
   std::ofstream f(out);
   LG_INPUT_CHECK(f.good(), "--out: cannot write '{}'", out.string());

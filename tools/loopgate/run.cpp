@@ -114,6 +114,10 @@ int cmd_run(const RunOptions& o) {
     MPI_Finalize();
     return 2;
   }
+  if (stop_after_validation()) {
+    MPI_Finalize();
+    return 0;
+  }
 
   int code = 0;
   try {

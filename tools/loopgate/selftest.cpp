@@ -19,6 +19,7 @@
 #include <fstream>
 
 #include "fixtures/fixtures.h"
+#include "tools/loopgate/validate.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
 #include "tools/loopgate/verdicts.h"
@@ -143,6 +144,7 @@ int cmd_selftest(const SelftestOptions& o_in) {
   const int gpus = o.device == "cuda" ? visible_gpu_count() : 0;  // InputError where there is no GPU tier
   struct stat st;
   LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0, "gate suites executable not found at {}", o.suites_exe);
+  if (stop_after_validation()) return 0;
   std::unique_ptr<std::ofstream> json_out;
   if (!o.json_path.empty()) {
     json_out = std::make_unique<std::ofstream>(o.json_path);

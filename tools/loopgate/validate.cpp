@@ -274,6 +274,14 @@ void validate_gate_options(const GateOptions& o) {
   if (!o.junit_path.empty()) check_output_file("--junit", o.junit_path);
 }
 
+bool stop_after_validation() {
+  const char* v = std::getenv("LOOPGATE_VALIDATE_ONLY");
+  if (v == nullptr || std::string(v) != "1") return false;
+  if (is_rank_zero_env()) std::printf("loopgate: arguments valid\n");
+  std::fflush(stdout);
+  return true;
+}
+
 // ---- loopgate golden ----
 
 void validate_golden_options(const GoldenOptions& o) {

@@ -12,6 +12,11 @@
 
 namespace loopgate {
 
+// LOOPGATE_VALIDATE_ONLY=1: a subcommand checks its arguments as always, then prints "loopgate: arguments valid"
+// and returns true, and the caller exits 0 before any work (a CI pre-flight; the generated bad-input rows'
+// accepted values, suites/cli/bad_input_generated.py). Called where a subcommand's input checks end.
+bool stop_after_validation();
+
 // `loopgate run` on a job of `world` ranks: a pure function of the options and the world, so every rank reaches
 // the same verdict before any collective. Includes the --trace path check (stat only: nothing is created).
 void validate_run_options(const RunOptions& options, int world);
