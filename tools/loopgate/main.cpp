@@ -24,14 +24,6 @@
 
 namespace loopgate {
 
-// Before MPI_Init the launcher's environment names the rank (Open MPI, PMIx, MPICH/Hydra, Slurm): only rank 0
-// prints an error found there, so a bad flag is one line however many ranks the job has.
-bool is_rank_zero_env() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
-    if (const char* r = std::getenv(var)) return std::string(r) == "0";
-  return true;
-}
-
 int input_error(const std::string& what) {
   if (is_rank_zero_env()) std::fprintf(stderr, "loopgate: error: %s\n", what.c_str());
   return 2;

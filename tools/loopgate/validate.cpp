@@ -274,6 +274,14 @@ void validate_gate_options(const GateOptions& o) {
   if (!o.junit_path.empty()) check_output_file("--junit", o.junit_path);
 }
 
+// Before MPI_Init the launcher's environment names the rank (Open MPI, PMIx, MPICH/Hydra, Slurm): only rank 0
+// prints an error found there, so a bad flag is one line however many ranks the job has.
+bool is_rank_zero_env() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* r = std::getenv(var)) return std::string(r) == "0";
+  return true;
+}
+
 bool stop_after_validation() {
   const char* v = std::getenv("LOOPGATE_VALIDATE_ONLY");
   if (v == nullptr || std::string(v) != "1") return false;
