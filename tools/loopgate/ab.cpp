@@ -178,6 +178,13 @@ AbSamples pool_samples(const std::vector<AbSamples>& runs, const std::string& la
   return p;
 }
 
+std::string mixed_sources_note(const AbSamples& a, const AbSamples& b) {
+  if (a.source == b.source) return "";
+  return fmt::format("{} and {} measured step time differently ({}: {}; {}: {}): the medians compare different clocks "
+                     "(--time-source timestamps or elapsed makes both sides the same)",
+                     a.label, b.label, a.label, a.source, b.label, b.source);
+}
+
 void print_ab_report(std::FILE* out, const AbSamples& a, const AbSamples& b, const AbStats& s) {
   const std::string head = fmt::format("{:<5} {:>4}  {:<28} {:>7} {:>7} {:>7} {:>10} {:>10} {:>10}", "side", "runs",
                                        "source", "windows", "warm-up", "samples", "median", "min", "max");
@@ -198,6 +205,7 @@ void print_ab_report(std::FILE* out, const AbSamples& a, const AbSamples& b, con
   }
   for (const AbSamples* side : {&a, &b})
     for (const std::string& n : side->notes) fmt::print(out, "  note: {}\n", n);
+  if (const std::string mixed = mixed_sources_note(a, b); !mixed.empty()) fmt::print(out, "  note: {}\n", mixed);
   fmt::print(out, "{}\n", std::string(head.size(), '-'));
   fmt::print(out,
              "Mann-Whitney U({}) = {:g} of {}, two-sided p = {:.4g} ({}, {} v {}); Hodges-Lehmann shift {} - {} = {:.3f} "
@@ -226,7 +234,9 @@ nlohmann::json ab_report_json(const AbSamples& a, const AbSamples& b, const AbSt
                           {"windows", x.windows}, {"dropped", x.dropped}, {"samples_ms", x.samples},
                           {"notes", x.notes}};
   };
-  return {{"a", side(a)}, {"b", side(b)}, {"stats", ab_stats_json(s)}};
+  nlohmann::json j = {{"a", side(a)}, {"b", side(b)}, {"stats", ab_stats_json(s)}};
+  if (const std::string mixed = mixed_sources_note(a, b); !mixed.empty()) j["mixed_sources"] = mixed;
+  return j;
 }
 
 // ---- loopgate ab ----

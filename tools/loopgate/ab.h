@@ -35,6 +35,11 @@ struct AbSamples {
 
 // The windows of one run. InputError naming the file when it has no step times, or a timestamp goes backwards.
 AbSamples step_time_samples(const RunLog& run, const StepTimeOptions& o, const std::string& label);
+// InputError naming the side when fewer than 2 windows are left after the warm-up.
+void require_samples(const AbSamples& s, const StepTimeOptions& o);
+// A note when A and B measured step time differently (timestamps on one side, a logged field on the other: wall
+// clock between printed lines against the loop's own timer), "" when they agree.
+std::string mixed_sources_note(const AbSamples& a, const AbSamples& b);
 // Several runs of one side pooled (their windows side by side; each run's warm-up dropped on its own).
 AbSamples pool_samples(const std::vector<AbSamples>& runs, const std::string& label);
 
