@@ -56,6 +56,8 @@ struct SelftestOptions {
   std::string suites_exe, mpiexec = "mpiexec";
   std::string device = "cpu";  // cuda: the GPU tier (GPU-only defects run too)
   std::string gpu_loop_exe;
+  std::string section = "all";  // defects | tools | all (tools: selftest_tools.h)
+  std::string unit_exe, self_exe, source_dir;  // the tools section's (set by main)
 };
 int cmd_selftest(const SelftestOptions& options);
 

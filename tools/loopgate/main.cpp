@@ -14,9 +14,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "fixtures/fixtures.h"
 #include "fixtures/golden.h"
+#include "fixtures/loop_checks.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
 #include "tools/loopgate/report.h"
@@ -177,6 +179,9 @@ int main(int argc, char** argv) {
   selftest->add_option("--progress-timeout", so.progress_timeout,
                        "seconds a stuck rank waits before the watchdog fails a hanging defect's test, > 0 (default 10)");
   selftest->add_option("--json", so.json_path, "write the results as JSON");
+  selftest->add_option("--section", so.section,
+                       "defects | tools | all (default all): the planted defects, the tools' known-answer sets "
+                       "(compare, ab, report, the generated bad-input rows), or both");
   selftest->add_option("--mpiexec", so.mpiexec, "the MPI launcher: a path or a program on PATH (default mpiexec)");
   selftest->add_option("--device", so.device,
                        "cpu | cuda (cuda: the GPU tier, GPU-only defects included; a defect whose fixture needs more "
@@ -212,6 +217,9 @@ int main(int argc, char** argv) {
     if (*selftest) {
       so.suites_exe = self.substr(0, self.rfind('/')) + "/../suites/loopgate_gates";
       so.gpu_loop_exe = self.substr(0, self.rfind('/')) + "/../suites/gpu/loopgate_gpu_loop";
+      so.unit_exe = self.substr(0, self.rfind('/')) + "/../suites/loopgate_unit";
+      so.self_exe = self;
+      so.source_dir = std::filesystem::path(trainer_source_dir()).parent_path().string();
       return cmd_selftest(so);
     }
     if (*gate) {

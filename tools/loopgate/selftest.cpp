@@ -6,7 +6,8 @@
 // is the share rejected. A defect whose ranks end in different collectives hangs, and counts as rejected when the
 // progress watchdog fails its test (--progress-timeout, 10 s here); it gets a launch of its own. GPU-only defects
 // run with --device cuda and are listed as not run otherwise, as are, on a GPU, those whose fixture needs more GPUs
-// than are visible. Exit 0 at 100 %, 1 below, 2 on bad input.
+// than are visible. Then (--section tools or all) the tools' known-answer sets (selftest_tools.h). Exit 0 at 100 %
+// and every tool set passing (or not runnable here, said so), 1 otherwise, 2 on bad input.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
@@ -22,6 +23,7 @@
 #include "tools/loopgate/validate.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
+#include "tools/loopgate/selftest_tools.h"
 #include "tools/loopgate/verdicts.h"
 #include "trainer/common/error.h"
 #include "trainer/loop/arms.h"
@@ -125,33 +127,9 @@ std::vector<DefectResult> run_batch(const Batch& b, const SelftestOptions& o, co
   return out;
 }
 
-}  // namespace
-
-int cmd_selftest(const SelftestOptions& o_in) {
-  SelftestOptions o = o_in;
-  std::vector<const Arm*> defects;
-  if (o.defects.empty()) {
-    defects = planted_defects();
-  } else {
-    for (const std::string& name : o.defects) {
-      const Arm& a = find_arm(name);
-      LG_INPUT_CHECK(!a.rejected_by.empty(), "--defect {}: not a planted defect (they are named defect-*)", name);
-      defects.push_back(&a);
-    }
-  }
-  LG_INPUT_CHECK(o.progress_timeout > 0, "--progress-timeout must be > 0 seconds (got {})", o.progress_timeout);
-  LG_INPUT_CHECK(o.device == "cpu" || o.device == "cuda", "--device '{}': must be cpu or cuda", o.device);
-  const int gpus = o.device == "cuda" ? visible_gpu_count() : 0;  // InputError where there is no GPU tier
-  struct stat st;
-  LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0, "gate suites executable not found at {}", o.suites_exe);
-  if (stop_after_validation()) return 0;
-  std::unique_ptr<std::ofstream> json_out;
-  if (!o.json_path.empty()) {
-    json_out = std::make_unique<std::ofstream>(o.json_path);
-    LG_INPUT_CHECK(json_out->good(), "--json {}: cannot write the file", o.json_path);
-  }
-  char tmpl[] = "/tmp/loopgate-selftest-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+// The planted defects, each through its gate (a row each), and the mutation score; false below 100 %.
+bool run_defects(const SelftestOptions& o, const std::vector<const Arm*>& defects, int gpus, const std::string& dir,
+                 nlohmann::json& j) {
   std::printf("loopgate selftest: %zu planted defects, each through the gate that must reject it; logs in %s\n",
               defects.size(), dir.c_str());
   std::printf("%-34s %-10s %-14s %-10s %7s  %s\n", "defect", "fixture", "gate", "verdict", "seconds", "rejected by");
@@ -170,15 +148,16 @@ int cmd_selftest(const SelftestOptions& o_in) {
   const std::vector<Batch> launches = batches(runnable_defects);
   for (const Batch& b : launches)
     for (const DefectResult& r : run_batch(b, o, dir)) by_defect.emplace(r.arm, r);
-  std::vector<DefectResult> results;
   int rejected = 0;
   const int runnable = static_cast<int>(runnable_defects.size());
+  j["defects"] = nlohmann::json::array();
   for (const Arm* d : defects) {
     const DefectResult& r = by_defect.at(d);
     rejected += r.outcome == "REJECTED";
     std::printf("%-34s %-10s %-14s %-10s %7.1f  %s\n", d->name.c_str(), r.fixture.c_str(), d->rejected_by.c_str(),
                 r.outcome.c_str(), r.seconds, r.by.c_str());
-    results.push_back(r);
+    j["defects"].push_back({{"defect", d->name}, {"what", d->description}, {"fixture", r.fixture},
+                            {"gate", d->rejected_by}, {"verdict", r.outcome}, {"by", r.by}, {"seconds", r.seconds}});
   }
   std::printf("(%zu launches; a defect's seconds are its launch's, shared by the defects of that fixture)\n",
               launches.size());
@@ -186,15 +165,62 @@ int cmd_selftest(const SelftestOptions& o_in) {
   std::printf("\nmutation score: %d of %d runnable defects rejected (%.0f %%); %zu not run here (GPU only, or more "
               "GPUs than visible): %s\n", rejected, runnable, score, defects.size() - static_cast<size_t>(runnable),
               rejected == runnable ? "OK" : "FAILED");
-  if (json_out) {
-    nlohmann::json j = {{"rejected", rejected}, {"runnable", runnable}, {"score_percent", score}};
-    for (const DefectResult& r : results)
-      j["defects"].push_back({{"defect", r.arm->name}, {"what", r.arm->description}, {"fixture", r.fixture},
-                              {"gate", r.arm->rejected_by}, {"verdict", r.outcome}, {"by", r.by},
-                              {"seconds", r.seconds}});
-    *json_out << j.dump(1) << "\n";
+  j["rejected"] = rejected;
+  j["runnable"] = runnable;
+  j["score_percent"] = score;
+  return rejected == runnable;
+}
+
+// The tools' known-answer sets (selftest_tools.h), a row each; false when one failed.
+bool run_tools(const SelftestOptions& o, const std::string& dir, nlohmann::json& j) {
+  std::printf("\nloopgate selftest: the tools' known answers\n%-48s %-8s %7s  %s\n", "set", "verdict", "seconds",
+              "detail");
+  bool ok = true;
+  j["tools"] = nlohmann::json::array();
+  for (const ToolSetResult& r : run_tool_sets({o.unit_exe, o.self_exe, o.mpiexec, o.source_dir, dir})) {
+    std::printf("%-48s %-8s %7.1f  %s\n", r.set.c_str(), r.verdict.c_str(), r.seconds, r.detail.c_str());
+    ok = ok && r.verdict != "FAIL";
+    j["tools"].push_back({{"set", r.set}, {"verdict", r.verdict}, {"detail", r.detail}, {"seconds", r.seconds}});
   }
-  return rejected == runnable ? 0 : 1;
+  std::printf("tools: %s\n", ok ? "OK (a set not run is listed as not run, not counted as passed)" : "FAILED");
+  return ok;
+}
+
+}  // namespace
+
+int cmd_selftest(const SelftestOptions& o_in) {
+  SelftestOptions o = o_in;
+  std::vector<const Arm*> defects;
+  if (o.defects.empty()) {
+    defects = planted_defects();
+  } else {
+    for (const std::string& name : o.defects) {
+      const Arm& a = find_arm(name);
+      LG_INPUT_CHECK(!a.rejected_by.empty(), "--defect {}: not a planted defect (they are named defect-*)", name);
+      defects.push_back(&a);
+    }
+  }
+  LG_INPUT_CHECK(o.progress_timeout > 0, "--progress-timeout must be > 0 seconds (got {})", o.progress_timeout);
+  LG_INPUT_CHECK(o.device == "cpu" || o.device == "cuda", "--device '{}': must be cpu or cuda", o.device);
+  LG_INPUT_CHECK(o.section == "defects" || o.section == "tools" || o.section == "all",
+                 "--section '{}': must be defects, tools or all", o.section);
+  const int gpus = o.device == "cuda" ? visible_gpu_count() : 0;  // InputError where there is no GPU tier
+  struct stat st;
+  LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0, "gate suites executable not found at {}", o.suites_exe);
+  if (stop_after_validation()) return 0;
+  std::unique_ptr<std::ofstream> json_out;
+  if (!o.json_path.empty()) {
+    json_out = std::make_unique<std::ofstream>(o.json_path);
+    LG_INPUT_CHECK(json_out->good(), "--json {}: cannot write the file", o.json_path);
+  }
+  char tmpl[] = "/tmp/loopgate-selftest-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  nlohmann::json j = nlohmann::json::object();
+  bool ok = true;
+  if (o.section != "tools") ok = run_defects(o, defects, gpus, dir, j) && ok;
+  if (o.section != "defects") ok = run_tools(o, dir, j) && ok;
+  if (json_out) *json_out << j.dump(1) << "\n";
+  return ok ? 0 : 1;
 }
 
 }  // namespace loopgate
