@@ -1,29 +1,13 @@
-// The capture probe's plain-C++ side: the verdict line, the MPI vote, and the session factory (the CUDA session
-// lives in capture_cuda.cpp, GPU builds only; region names and the spec parser in capture_spec.cpp).
+// The capture probe's plain-C++ side: the verdict line and the MPI vote (the factories: capture_factory.cpp; the
+// CUDA session: capture_cuda.cpp, GPU builds only; region names and the spec parser: capture_spec.cpp).
 #include "trainer/instrument/capture.h"
 
 #include <fmt/format.h>
 #include <mpi.h>
 
 #include "trainer/common/error.h"
-#include "trainer/instrument/op_stream.h"
 
 namespace loopgate {
-
-#if LOOPGATE_HAS_CUDA
-std::unique_ptr<CaptureSession> make_cuda_capture_session();  // capture_cuda.cpp
-std::unique_ptr<IterationGraph> make_cuda_iteration_graph();
-std::unique_ptr<CaptureSession> make_capture_session() { return make_cuda_capture_session(); }
-std::unique_ptr<IterationGraph> make_iteration_graph(bool cuda) {
-  return cuda ? make_cuda_iteration_graph() : make_op_stream_check_graph();
-}
-#else
-std::unique_ptr<CaptureSession> make_capture_session() { return nullptr; }
-std::unique_ptr<IterationGraph> make_iteration_graph(bool cuda) {
-  LG_CHECK(!cuda, "--cuda-graph iteration on a CUDA device: this loopgate was built without the GPU tier");
-  return make_op_stream_check_graph();
-}
-#endif
 
 std::string describe(const CaptureVerdict& v) {
   if (!v.attempted) return "capture probe: not reached";

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <string>
 
-#include "trainer/instrument/cupti_counter.h"
+#include "trainer/instrument/sync_table.h"
 
 namespace loopgate::cupti {
 

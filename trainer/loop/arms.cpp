@@ -17,7 +17,7 @@
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
 #include "trainer/instrument/ledger.h"
-#include "trainer/loop/sites.h"
+#include "trainer/loop/config.h"
 #if LOOPGATE_HAS_CUDA
 #include "trainer/instrument/device_cuda.h"
 #endif

@@ -15,7 +15,7 @@
 
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
-#include "trainer/loop/train.h"
+#include "trainer/loop/config.h"
 #include "trainer/optim/clip_grads.h"
 #if LOOPGATE_HAS_CUDA
 #include "trainer/instrument/device_cuda.h"

@@ -17,13 +17,13 @@
 #include "trainer/instrument/ledger.h"
 #include "trainer/instrument/timers.h"
 #include "trainer/loop/arms.h"
+#include "trainer/loop/config.h"
 #include "trainer/loop/rerun.h"
 #include "trainer/optim/adam.h"
 #include "trainer/parallel/comm.h"
 
 namespace loopgate {
 
-struct RunConfig;
 
 // Values for one batched read: device scalars (or host doubles) packed into one tensor, MAX-reduced over the
 // world in one collective, read once. Absent values are -inf, so the MAX picks the rank that has one; a MIN
@@ -53,20 +53,6 @@ class Bundle {
   std::vector<Part> parts_;
 };
 
-// What the loop hands to training_log each iteration (Megatron's arguments).
-struct LogInputs {
-  at::Tensor loss;         // [1] fp32 global-batch lm loss (last stage), undefined elsewhere
-  at::Tensor grad_norm;    // [1] fp32, -1 when the step was skipped; undefined when no step ran
-  at::Tensor num_zeros;    // [1] int64
-  at::Tensor loss_scale;   // [1] fp32
-  at::Tensor params_norm;  // [1] fp32 (computed every iteration with --log-params-norm, as Megatron)
-  double learning_rate = 0.0;
-  bool skipped = false;
-  int64_t iteration = 0, train_iters = 0, consumed_samples = 0, global_batch = 0;
-  bool log_point = false;
-  // onesync: the values were already read in the iteration's one read.
-  const std::map<std::string, double>* pre_read = nullptr;
-};
 
 // The iterations (1-based, inclusive) a reported interval-time value covers.
 struct TimerWindow {

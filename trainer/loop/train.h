@@ -10,6 +10,7 @@
 #include "trainer/instrument/capture.h"
 #include "trainer/instrument/fault.h"
 #include "trainer/loop/arms.h"
+#include "trainer/loop/config.h"
 #include "trainer/loop/rerun.h"
 #include "trainer/loop/sites.h"
 #include "trainer/loop/trace.h"
@@ -22,47 +23,6 @@
 
 namespace loopgate {
 
-// Everything one run needs; named fixtures (fixtures/fixtures.h) return one of these.
-struct RunConfig {
-  std::string fixture = "single";
-  LayoutConfig layout;
-  ModelConfig model;
-  DataConfig data;
-  int64_t train_iters = 10;
-  int log_interval = 1;                    // --log-interval (Megatron default 100)
-  bool log_params_norm = true;             // --log-params-norm
-  OptimizerStepConfig optim;               // --clip-grad, --log-num-zeros-in-grad
-  double weight_decay = 0.01;
-  SchedulerIters schedule;                 // --lr, --min-lr, --lr-decay-style, --lr-warmup-iters, ...
-  double loss_scale = 0.0;                 // --loss-scale: 0 = none (bf16 style, constant 1.0)
-  bool dynamic_loss_scale = false;         // fp16-style dynamic scaler
-  DynamicGradScalerConfig dynamic_scaler;
-  RerunConfig rerun;                       // --rerun-mode, outcome on a confirmed fault
-  std::vector<FaultSpec> faults;           // --inject
-  double exit_duration_in_mins = 0.0;      // --exit-duration-in-mins (0 = off)
-  // Deterministic clock for the exit vote in tests: train time = iterations * this (0 = wall clock). Rank
-  // `fast_clock_rank` runs its clock `fast_clock_factor` times faster, so the MAX vote matters.
-  double simulated_minutes_per_iteration = 0.0;
-  int fast_clock_rank = -1;
-  double fast_clock_factor = 1.0;
-  int64_t bucket_size = 0;                 // grad-buffer bucket size in elements (0 = default)
-  CommOptions comm;                        // reduction order (kPermuted for the distributional gate)
-  CaptureSpec capture;                     // CUDA-graph capture probe of one region (GPU only; off by default)
-  // --cuda-graph iteration: the non-log iterations of an arm that reads nothing between log points (zerosync)
-  // replayed as one CUDA graph (capture.h); other arms run eagerly. On a CPU device (tests only; the CLI refuses
-  // it) the operator-stream check stands in (op_stream.h).
-  bool cuda_graph_iteration = false;
-  // CPU simulation of a device running behind the host: timer events complete a seeded random 0..max_windows
-  // log windows late (0 = off). What a GPU does and a lockstep CPU rank cannot show (issue 13, item 2).
-  struct EventLag {
-    uint64_t seed = 0;
-    int max_windows = 0;
-  } event_lag;
-  bool param_checksums = false;            // a parameter checksum before and after each step (a Trace or gate)
-  bool count_launches = false;             // operators dispatched per site per iteration (OpCounter; --syncs, gates)
-  // Called on the last rank at each log point with the Megatron line (print_rank_last), as it is made.
-  std::function<void(const std::string& line)> print_log_line;
-};
 
 struct RunResult {
   Trace trace;                     // this rank's records
@@ -102,16 +62,5 @@ class TrainSession {
   std::unique_ptr<Impl> impl_;
 };
 
-// Megatron's log line (without the timestamp prefix, which is added when printed); exposed for tests.
-struct LogFields {
-  int64_t iteration = 0, train_iters = 0, consumed_samples = 0, global_batch = 0;
-  double elapsed_ms_per_iteration = 0.0, learning_rate = 0.0, loss_scale = 0.0;
-  bool has_loss = false;
-  double lm_loss = 0.0;
-  bool has_grad_norm = false, has_num_zeros = false, has_params_norm = false;
-  double grad_norm = 0.0, num_zeros = 0.0, params_norm = 0.0;
-  int64_t skipped = 0, nan = 0;
-};
-std::string format_log_line(const LogFields& f);
 
 }  // namespace loopgate
