@@ -13,15 +13,10 @@
 
 #include "fixtures/megatron_log.h"
 #include "fixtures/stats.h"
+#include "tools/loopgate/step_time_options.h"
 
 namespace loopgate {
 
-struct StepTimeOptions {
-  int64_t window = 0;          // iterations per window (window ends at iterations divisible by it); 0: per log line
-  int64_t warmup_windows = 1;  // windows dropped at the start of every run
-  std::string source = "auto";  // auto | timestamps | elapsed
-};
-void check_step_time_options(const StepTimeOptions& o);  // InputError naming the flag
 
 // One side's samples: milliseconds per iteration, one per window, warm-up windows already dropped.
 struct AbSamples {

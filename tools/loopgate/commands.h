@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "tools/loopgate/ab.h"
-#include "tools/loopgate/run_flags.h"
+#include "tools/loopgate/run_flag_values.h"
+#include "tools/loopgate/step_time_options.h"
 #include "trainer/loop/train.h"
 
 namespace loopgate {

@@ -20,6 +20,7 @@
 #include "fixtures/golden.h"
 #include "fixtures/loop_checks.h"
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/run_flags.h"
 #include "tools/loopgate/gpu.h"
 #include "tools/loopgate/report.h"
 #include "trainer/common/error.h"

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "tools/loopgate/run_flag_values.h"
+
 namespace CLI {
 class App;
 }
@@ -14,15 +16,6 @@ class App;
 namespace loopgate {
 
 struct RunOptions;
-
-struct RunFlags {
-  std::string fixture = "single", arm = "baseline";
-  std::optional<std::string> inject, trace, decay, rerun_mode, on_fault, reduce_order;
-  std::optional<int64_t> iters, log_interval, warmup, decay_iters, wsd_decay_iters, tp, pp, mbs, gbs;
-  std::optional<int64_t> seq, hidden, layers, heads, bucket, seed, data_seed, permute_seed;
-  std::optional<double> exit_mins, sim_minutes, lr, min_lr, clip, wd, loss_scale;
-  bool sp = false, no_sp = false, syncs = false, quiet = false, dynamic_scale = false;
-};
 
 void add_run_flags(CLI::App* run, RunFlags& flags);
 

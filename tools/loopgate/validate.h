@@ -9,6 +9,7 @@
 
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/paths.h"
+#include "tools/loopgate/run_flags.h"
 
 namespace loopgate {
 

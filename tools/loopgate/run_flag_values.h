@@ -1,0 +1,19 @@
+// The flags of `loopgate run` as the user gave them (std::optional: unset = the fixture's default): a plain
+// struct, so the subcommands' options (commands.h) hold it without depending on run_flags.h's functions.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace loopgate {
+
+struct RunFlags {
+  std::string fixture = "single", arm = "baseline";
+  std::optional<std::string> inject, trace, decay, rerun_mode, on_fault, reduce_order;
+  std::optional<int64_t> iters, log_interval, warmup, decay_iters, wsd_decay_iters, tp, pp, mbs, gbs;
+  std::optional<int64_t> seq, hidden, layers, heads, bucket, seed, data_seed, permute_seed;
+  std::optional<double> exit_mins, sim_minutes, lr, min_lr, clip, wd, loss_scale;
+  bool sp = false, no_sp = false, syncs = false, quiet = false, dynamic_scale = false;
+};
+
+}  // namespace loopgate
