@@ -85,5 +85,10 @@ if [ "$work_before" != "$work_after" ]; then
   diff <(echo "$work_before") <(echo "$work_after") | sed 's/^/       /'
   failed=$((failed + 1))
 fi
+# The count docs/cli.md quotes is this table's (a row added or removed without the docs fails here).
+if [ -z "${LOOPGATE_BAD_INPUT_ROWS:-}" ] && ! grep -q "($rows rows, " "$SRC/docs/cli.md"; then
+  echo "FAIL docs/cli.md does not quote this table's count: '($rows rows, ...' (it says: $(grep -o '([0-9]* rows, ' "$SRC/docs/cli.md" | head -1))"
+  failed=$((failed + 1))
+fi
 echo "bad input: $rows rows, $failed failed; golden/ unchanged: $([ "$golden_before" = "$golden_after" ] && echo yes || echo NO); slowest row $slowest ms (limit $LIMIT s)"
 [ "$failed" -eq 0 ]
