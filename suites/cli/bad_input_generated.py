@@ -227,6 +227,11 @@ def main():
     for u in undeclared:
         print(f"FAIL  {u}")
     failed += len(undeclared)
+    # The count docs/checks.md quotes is this set's (an option added or removed without the docs fails here).
+    checks_md = open(os.path.join(SRC, "docs/checks.md")).read()
+    if not os.environ.get("LOOPGATE_BAD_INPUT_ROWS") and f"**{len(jobs)} rows**" not in checks_md:
+        print(f"FAIL  docs/checks.md does not quote this set's count: '**{len(jobs)} rows**'")
+        failed += 1
     counts = ", ".join(f"{s} {n}" for s, n in per_sub.items())
     print(f"generated bad input: {len(jobs)} rows ({counts}), {failed} failed; {len(options)} options read from "
           f"`loopgate cli-reference`, {shared} of them the same definition as an earlier subcommand's (its rows)")

@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
   CLI::App* gate = app.add_subcommand("gate", "run every gate on every fixture of the device (CPU: all; cuda: those whose ranks fit the GPUs) and print the verdict table");
   gate->add_option("--fixture", go.fixtures, "fixtures (repeatable or a,b list; default: every CPU fixture)")
       ->delimiter(',');
-  gate->add_option("--arm", go.arms, "candidate arms (repeatable or a,b list; default: syncfree-1..5, syncfree, onesync, zerosync)")
+  gate->add_option("--arm", go.arms, fmt::format("candidate arms (repeatable or a,b list; default: {})",
+                                                  fmt::join(default_candidates(), ", ")))
       ->delimiter(',');
   gate->add_option("--check", go.checks, "gates (repeatable or a,b list; default: all)")->delimiter(',');
   gate->add_option("--iters", go.iters,

@@ -21,7 +21,7 @@ std::string quoted(const std::string& text) { return "'" + text + "'"; }
 
 void add_run_flags(CLI::App* run, RunFlags& f) {
   run->add_option("--fixture", f.fixture, "single (default) | tp2sp | pp2 | dp64 | pp2tp2dp2; the job must have the fixture's rank count");
-  run->add_option("--arm", f.arm, "baseline (default) | syncfree-1..5 | syncfree | onesync | defect-*");
+  run->add_option("--arm", f.arm, "baseline (default) | syncfree-1..5 | syncfree | onesync | zerosync | defect-*");
   run->add_option("--iters,--train-iters", f.iters, "iterations, >= 1 (default 10)");
   run->add_option("--log-interval", f.log_interval, "log every K iterations, >= 1 (default 1)");
   run->add_option("--exit-duration-in-mins", f.exit_mins, "exit when training time exceeds M minutes, > 0");
