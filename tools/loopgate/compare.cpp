@@ -21,12 +21,6 @@
 namespace loopgate {
 namespace {
 
-std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
-  std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
-}
-
 
 struct StepTimeRow {
   CompareRow row;

@@ -276,13 +276,9 @@ std::vector<std::string> visible_gpu_ids(int n) {
 // The unit's tests as the suites executable lists them (a singleton, no MPI job). Empty when it cannot list.
 std::vector<std::string> list_tests(const GateOptions& o, const LaunchUnit& u) {
   const std::string cmd = suite_command(o, u) + " --gtest_list_tests '--gtest_filter=" + u.filter + "' 2>/dev/null";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {};
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  return pclose(p) == 0 ? parse_test_list(out) : std::vector<std::string>{};
+  int status = 0;
+  const std::string out = command_output(cmd, &status);
+  return status == 0 ? parse_test_list(out) : std::vector<std::string>{};
 }
 
 std::vector<LaunchUnit> sharded(const GateOptions& o, const std::vector<LaunchUnit>& units) {
@@ -441,44 +437,19 @@ struct SuitesRegistry {
 
 SuitesRegistry describe_suites(const std::string& exe) {
   const std::string cmd = "'" + exe + "' --lg_describe=json 2>&1";
-  std::string out;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    size_t n = 0;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int status = pclose(p);
-    const nlohmann::json j = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
-    if (status == 0 && j.is_object() && j.contains("arms") && j.contains("fixtures")) {
-      SuitesRegistry r;
-      for (const auto& a : j["arms"]) r.arms.push_back(a.at("name").get<std::string>());
-      for (const auto& f : j["fixtures"])
-        r.fixtures.push_back({f.at("name").get<std::string>(), f.at("world").get<int>(), f.value("description", "")});
-      return r;
-    }
+  int status = 0;
+  std::string out = command_output(cmd, &status);
+  const nlohmann::json j = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+  if (status == 0 && j.is_object() && j.contains("arms") && j.contains("fixtures")) {
+    SuitesRegistry r;
+    for (const auto& a : j["arms"]) r.arms.push_back(a.at("name").get<std::string>());
+    for (const auto& f : j["fixtures"])
+      r.fixtures.push_back({f.at("name").get<std::string>(), f.at("world").get<int>(), f.value("description", "")});
+    return r;
   }
   while (!out.empty() && out.back() == '\n') out.pop_back();
   throw InputError(fmt::format("{} --lg_describe=json did not list its arms and fixtures (is it a loopgate gate "
                                "suites executable?): {}", exe, out.substr(0, out.find('\n'))));
-}
-
-// On a GPU, one rank per GPU: the fixtures whose ranks fit, each one left out named with why. None fitting is
-// bad input (the runner cannot run the gate it was asked for).
-std::vector<Fixture> fixtures_that_fit(const std::vector<Fixture>& fixtures, int gpus) {
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  LG_INPUT_CHECK(gpus > 0, "--device cuda: no GPU visible (CUDA_VISIBLE_DEVICES={})", visible ? visible : "<unset>");
-  // None fits: one line, before any left-out line.
-  LG_INPUT_CHECK(std::any_of(fixtures.begin(), fixtures.end(), [&](const Fixture& f) { return f.world <= gpus; }),
-                 "--device cuda: no fixture asked for fits the {} visible GPU(s)", gpus);
-  std::vector<Fixture> fit;
-  for (const Fixture& f : fixtures) {
-    if (f.world <= gpus) {
-      fit.push_back(f);
-    } else {
-      std::printf("loopgate gate: %s left out: it needs %d GPUs (one per rank), this runner has %d\n", f.name.c_str(),
-                  f.world, gpus);
-    }
-  }
-  return fit;
 }
 
 const Fixture& find_in(const SuitesRegistry& r, const std::string& name) {
@@ -531,7 +502,7 @@ int cmd_gate(const GateOptions& o_in) {
     for (const std::string& f : o.fixtures) fixtures.push_back(find_in(known, f));
   }
   for (const std::string& a : o.arms) check_arm_in(known, a);
-  if (o.device == "cuda") fixtures = fixtures_that_fit(fixtures, visible_gpu_count());
+  if (o.device == "cuda") fixtures = fixtures_that_fit(fixtures, visible_gpu_count(), "gate");
   if (stop_after_validation()) return 0;
   set_mpi_launch_env();
   setenv("LOOPGATE_GOLDEN_DIR", default_golden_dir().c_str(), 0);  // this CLI's golden/ (the installed one if installed)

@@ -85,17 +85,11 @@ int capture(const GoldenOptions& o) {
 // rank per GPU), each one left out named (validate_golden_options refused a named one that does not fit).
 std::vector<std::string> selected_fixtures(const GoldenOptions& o) {
   if (!o.fixtures.empty()) return o.fixtures;
-  const int gpus = o.device == "cuda" ? visible_gpu_count() : 0;
-  std::vector<std::string> all;
-  for (const Fixture& f : all_fixtures()) {
-    if (o.device == "cuda" && f.world > gpus) {
-      std::printf("loopgate golden: %s left out: it needs %d GPUs (one per rank), this runner has %d\n",
-                  f.name.c_str(), f.world, gpus);
-      continue;
-    }
-    all.push_back(f.name);
-  }
-  return all;
+  std::vector<Fixture> fixtures = all_fixtures();
+  if (o.device == "cuda") fixtures = fixtures_that_fit(fixtures, visible_gpu_count(), "golden");
+  std::vector<std::string> names;
+  for (const Fixture& f : fixtures) names.push_back(f.name);
+  return names;
 }
 
 // LR sequences and sync budgets: host-side facts, made on the CPU tier. Golden values: per device.

@@ -3,7 +3,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "trainer/common/error.h"
 #include "trainer/instrument/ledger.h"
@@ -23,6 +25,26 @@ int visible_gpu_count() {
 #else
   throw InputError("--device cuda: this loopgate was built without the GPU tier (configure with the gpu preset)");
 #endif
+}
+
+// On a GPU, one rank per GPU: the fixtures whose ranks fit, each one left out named with why. None fitting is
+// bad input (the runner cannot run the gate it was asked for).
+std::vector<Fixture> fixtures_that_fit(const std::vector<Fixture>& fixtures, int gpus, const char* command) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  LG_INPUT_CHECK(gpus > 0, "--device cuda: no GPU visible (CUDA_VISIBLE_DEVICES={})", visible ? visible : "<unset>");
+  // None fits: one line, before any left-out line.
+  LG_INPUT_CHECK(std::any_of(fixtures.begin(), fixtures.end(), [&](const Fixture& f) { return f.world <= gpus; }),
+                 "--device cuda: no fixture asked for fits the {} visible GPU(s)", gpus);
+  std::vector<Fixture> fit;
+  for (const Fixture& f : fixtures) {
+    if (f.world <= gpus) {
+      fit.push_back(f);
+    } else {
+      std::printf("loopgate %s: %s left out: it needs %d GPUs (one per rank), this runner has %d\n", command,
+                  f.name.c_str(), f.world, gpus);
+    }
+  }
+  return fit;
 }
 
 GpuFlags& gpu_flags() {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fixtures/fixtures.h"
 #include "trainer/instrument/starvation.h"
 #include "trainer/loop/train.h"
 
@@ -29,6 +30,9 @@ GpuFlags& gpu_flags();  // the process's parsed flags
 void add_gpu_flags(CLI::App* run, GpuFlags& flags);
 // The GPUs this process sees (CUDA_VISIBLE_DEVICES applies). InputError where this loopgate has no GPU tier.
 int visible_gpu_count();
+// On a GPU, one rank per GPU: the fixtures whose ranks fit, each one left out named with why ("loopgate COMMAND: F
+// left out: ..."). No GPU, or none fitting, is bad input (the runner cannot run what it was asked for).
+std::vector<Fixture> fixtures_that_fit(const std::vector<Fixture>& fixtures, int gpus, const char* command);
 void apply_gpu_flags(const GpuFlags& flags, RunConfig& config);  // InputError on bad values
 
 // --cupti: start before the run (a one-line note on rank 0 and no table when CUPTI cannot subscribe),

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -77,6 +78,20 @@ void check_launcher(const std::string& flag, const std::string& command) {
   for (std::string dir; std::getline(dirs, dir, ':');)
     if (!dir.empty() && is_executable_file(dir + "/" + program)) return;
   throw InputError(fmt::format("{} {}: '{}' is not on PATH", flag, "'" + command + "'", program));
+}
+
+std::string command_output(const std::string& command, int* status) {
+  std::string out;
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) {
+    *status = -1;
+    return out;
+  }
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  *status = pclose(p);
+  return out;
 }
 
 }  // namespace loopgate

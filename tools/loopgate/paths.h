@@ -17,4 +17,7 @@ void check_output_dir(const std::string& flag, const std::string& dir);
 // A program the command will launch (its first word): a path to an executable file, or found on PATH.
 void check_launcher(const std::string& flag, const std::string& command);
 
+// What a shell command prints on stdout, and its wait status in *status (-1 when it could not be started).
+std::string command_output(const std::string& command, int* status);
+
 }  // namespace loopgate

@@ -1,5 +1,6 @@
 // The tools section of `loopgate selftest` (selftest_tools.h).
 #include "tools/loopgate/selftest_tools.h"
+#include "tools/loopgate/paths.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,21 +15,6 @@
 namespace loopgate {
 namespace {
 
-// stdout of a shell command, and its exit status.
-std::string capture(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
-    *status = -1;
-    return out;
-  }
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *status = pclose(p);
-  return out;
-}
-
 // One GoogleTest filter of the unit tests; its verdict from GoogleTest's own JSON report.
 ToolSetResult unit_set(const ToolSetPaths& p, const std::string& set, const std::string& filter, const char* what) {
   ToolSetResult r{set, "", "", 0};
@@ -38,7 +24,7 @@ ToolSetResult unit_set(const ToolSetPaths& p, const std::string& set, const std:
   }
   const std::string report = fmt::format("{}/{}.json", p.work_dir, std::regex_replace(set, std::regex("[^a-z]+"), "_"));
   int status = 0;
-  capture(fmt::format("'{}' '--gtest_filter={}' --gtest_output=json:{} > {}.log 2>&1", p.unit_exe, filter, report,
+  command_output(fmt::format("'{}' '--gtest_filter={}' --gtest_output=json:{} > {}.log 2>&1", p.unit_exe, filter, report,
                       report),
           &status);
   std::ifstream in(report);
@@ -62,7 +48,7 @@ ToolSetResult generated_rows(const ToolSetPaths& p) {
   ToolSetResult r{"CLI: bad input generated from the definitions", "", "", 0};
   const std::string script = p.source_dir + "/suites/cli/bad_input_generated.py";
   int status = 0;
-  capture("command -v python3 > /dev/null", &status);
+  command_output("command -v python3 > /dev/null", &status);
   if (status != 0) {
     r.verdict = "not run (no python3)";
     return r;
@@ -72,7 +58,7 @@ ToolSetResult generated_rows(const ToolSetPaths& p) {
     return r;
   }
   const std::string log = p.work_dir + "/bad_input_generated.log";
-  const std::string out = capture(fmt::format("python3 '{}' '{}' '{}' '{}' 2>&1 | tee {}", script, p.self_exe,
+  const std::string out = command_output(fmt::format("python3 '{}' '{}' '{}' '{}' 2>&1 | tee {}", script, p.self_exe,
                                               p.mpiexec, p.source_dir, log),
                                   &status);
   std::smatch m;
