@@ -10,9 +10,9 @@
 set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)  # never both the static and the shared CUDA runtime
 find_package(CUDAToolkit QUIET)
 
-set(LOOPGATE_CUPTI_SOURCES ${PROJECT_SOURCE_DIR}/trainer/instrument/cupti_core.cpp
-                           ${PROJECT_SOURCE_DIR}/trainer/instrument/cupti_counter.cpp
-                           ${PROJECT_SOURCE_DIR}/trainer/instrument/cupti_profile.cpp)
+set(LOOPGATE_CUPTI_SOURCES ${PROJECT_SOURCE_DIR}/trainer/measure/cupti_core.cpp
+                           ${PROJECT_SOURCE_DIR}/trainer/measure/cupti_counter.cpp
+                           ${PROJECT_SOURCE_DIR}/trainer/measure/cupti_profile.cpp)
 
 if(LOOPGATE_CUDA AND NOT CUDAToolkit_FOUND)
   message(FATAL_ERROR "loopgate: LOOPGATE_CUDA=ON but no CUDA toolkit found (set CUDAToolkit_ROOT)")
@@ -36,7 +36,7 @@ endif()
 # The injection library: CUPTI + the driver, nothing else (loadable into any CUDA process).
 function(loopgate_add_cupti_targets)
   add_library(loopgate_sync_inject SHARED ${PROJECT_SOURCE_DIR}/tools/cupti/sync_inject.cpp
-                                          ${PROJECT_SOURCE_DIR}/trainer/instrument/cupti_core.cpp)
+                                          ${PROJECT_SOURCE_DIR}/trainer/measure/cupti_core.cpp)
   target_include_directories(loopgate_sync_inject PRIVATE ${PROJECT_SOURCE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(loopgate_sync_inject PRIVATE CUDA::cupti CUDA::cuda_driver ${CMAKE_DL_LIBS})
   set_target_properties(loopgate_sync_inject PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tools/cupti)
@@ -59,8 +59,8 @@ if(LOOPGATE_CUDA)
   endif()
   target_sources(loopgate_trainer PRIVATE ${LOOPGATE_CUPTI_SOURCES}
                  ${PROJECT_SOURCE_DIR}/trainer/parallel/comm_nccl.cpp
-                 ${PROJECT_SOURCE_DIR}/trainer/instrument/device_cuda.cpp
-                 ${PROJECT_SOURCE_DIR}/trainer/instrument/capture_cuda.cpp)
+                 ${PROJECT_SOURCE_DIR}/trainer/timers/device_cuda.cpp
+                 ${PROJECT_SOURCE_DIR}/trainer/capture/capture_cuda.cpp)
   target_include_directories(loopgate_trainer PUBLIC ${CUDAToolkit_INCLUDE_DIRS} ${LOOPGATE_NCCL_INCLUDE})
   target_link_libraries(loopgate_trainer PUBLIC CUDA::cupti CUDA::cuda_driver CUDA::cudart ${LOOPGATE_NCCL_LIBRARY})
   target_compile_definitions(loopgate_trainer PUBLIC LOOPGATE_HAS_CUDA=1)

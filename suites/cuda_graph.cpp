@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "fixtures/compare.h"
+#include "fixtures/faults/fault.h"
 #include "fixtures/scenarios.h"
 #include "trainer/common/device.h"
 
@@ -91,7 +92,7 @@ TEST_P(CudaGraph, FaultOutcomesEqualTheEagerArm) {
   const int last = world_size() - 1;
   for (FaultOutcome outcome : {FaultOutcome::kAbort, FaultOutcome::kSkipStep}) {
     RunConfig c = graph_config();
-    c.faults = parse_fault_specs(fmt::format("iter=4,site=loss,rank={},kind=nan", last));  // iteration 5: non-log
+    c.faults = inject(parse_fault_specs(fmt::format("iter=4,site=loss,rank={},kind=nan", last)));  // iteration 5: non-log
     c.rerun.on_fault = outcome;
     const std::string key = outcome == FaultOutcome::kAbort ? "cuda-graph-fault-abort" : "cuda-graph-fault-skip";
     const ScenarioResult& graphed = run_scenario(key, c, GetParam());

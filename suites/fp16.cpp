@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "fixtures/compare.h"
+#include "fixtures/faults/fault.h"
 #include "fixtures/scenarios.h"
 #include "trainer/common/error.h"
 #include "trainer/model/init.h"
@@ -112,9 +113,11 @@ RunConfig fp16_config() {
   c.rerun.check_for_nan_in_loss_and_grad = false;  // Megatron: forced off for fp16 with dynamic loss scaling
   const auto [bucket_size, bucket] = overflow_bucket(c);
   c.bucket_size = bucket_size;
+  std::vector<FaultSpec> faults;
   for (int64_t it : fc.overflow)
-    c.faults.push_back(parse_fault_spec(fmt::format("iter={},site=grad,bucket={},rank={},kind=inf", it - 1, bucket,
-                                                    overflow_rank())));
+    faults.push_back(parse_fault_spec(fmt::format("iter={},site=grad,bucket={},rank={},kind=inf", it - 1, bucket,
+                                                  overflow_rank())));
+  c.faults = inject(std::move(faults));
   return c;
 }
 

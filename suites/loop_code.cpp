@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
+#include "fixtures/defects/mutations.h"
 #include "fixtures/loop_checks.h"
 #include "fixtures/scenarios.h"
 
@@ -75,7 +76,7 @@ TEST(GatePower, LoopCodeRejectsAPendingBoundAboveTheSpecifications) {
 TEST(GatePower, LoopCodeRejectsWhateverCompletedReports) {
   if (world_rank() != 0) return;
   const EventTimerFactory whatever = [](const std::string& name, EventSource* events) {
-    return std::make_unique<EventTimer>(name, events, EventTimer::kMaxPendingEvents, TimerReport::kWhateverCompleted);
+    return std::make_unique<WhateverCompletedTimer>(name, events);
   };
   const auto p = check_event_timer_lagging_device(whatever).problems;
   EXPECT_FALSE(p.empty()) << "the loop_code gate accepted timers that report whatever has completed";

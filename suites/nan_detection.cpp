@@ -14,6 +14,7 @@
 #include <set>
 
 #include "fixtures/compare.h"
+#include "fixtures/faults/fault.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -59,7 +60,7 @@ RunConfig case_config(const FaultCase& fc) {
   c.train_iters = fc.iters;
   c.schedule.lr_warmup_iters = std::min<int64_t>(c.schedule.lr_warmup_iters, fc.iters - 1);  // warmup < train
   c.log_interval = 1;
-  c.faults = parse_fault_specs(fc.inject);
+  c.faults = inject(parse_fault_specs(fc.inject));
   c.rerun.on_fault = fc.on_fault;
   return c;
 }
@@ -205,7 +206,7 @@ RunConfig zerosync_case_config(FaultOutcome outcome) {
   RunConfig c = gate_config();
   c.train_iters = 8;
   c.log_interval = 3;
-  c.faults = parse_fault_specs(fmt::format("iter=3,site=grad,bucket=0,rank={}", world_size() - 1));
+  c.faults = inject(parse_fault_specs(fmt::format("iter=3,site=grad,bucket=0,rank={}", world_size() - 1)));
   c.rerun.on_fault = outcome;
   return c;
 }

@@ -23,7 +23,7 @@
 #include "fixtures/harness/args.h"
 #include "fixtures/compare.h"
 #include "fixtures/scenarios.h"
-#include "trainer/instrument/ledger.h"
+#include "trainer/measure/ledger.h"
 #include "trainer/optim/adam.h"
 
 namespace loopgate {

@@ -2,8 +2,13 @@
 // This file is linked into the gate executable itself (my_gates, beside loopgate::gate_suites): its static
 // registrars run before main, so GoogleTest instantiates every gate for these arms when `--lg_arms=my-syncfree`
 // names them, and `--lg_fixture=tiny2` runs on the fixture. Not here: any gate or harness code (installed).
+#include <memory>
+#include <string>
+
+#include "fixtures/defects/mutations.h"
 #include "fixtures/fixtures.h"
 #include "trainer/loop/arms.h"
+#include "trainer/loop/mutation.h"
 
 namespace {
 
@@ -24,14 +29,21 @@ Arm my_syncfree() {
   return a;
 }
 
-// A plausible mistake: deferred timers that report whatever has completed at the log point. On a device that
-// runs behind the host a log line then carries no interval-time window (0.0 s) or two at once. The timers gate
-// rejects it (TimersLagged: its lagging-device scenario); every other gate accepts it.
+// A plausible mistake, handed into the loop as a mutation (trainer/loop/mutation.h): deferred timers that report
+// whatever has completed at the log point. On a device that runs behind the host a log line then carries no
+// interval-time window (0.0 s) or two at once. The timers gate rejects it (TimersLagged: its lagging-device
+// scenario); every other gate accepts it.
+struct WhateverCompletedTimers : loopgate::Mutation {
+  std::unique_ptr<loopgate::Timer> event_timer(const std::string& name, loopgate::EventSource* events) const override {
+    return std::make_unique<loopgate::WhateverCompletedTimer>(name, events);
+  }
+};
+
 Arm my_broken() {
   Arm a = my_syncfree();
   a.name = "my-broken";
   a.description = "deferred timers report whatever has completed (wrong)";
-  a.timer_report = loopgate::TimerReport::kWhateverCompleted;
+  a.mutation = std::make_shared<WhateverCompletedTimers>();
   return a;
 }
 

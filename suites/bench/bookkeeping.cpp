@@ -8,10 +8,10 @@
 #include <string>
 
 #include "trainer/common/device.h"
-#include "trainer/instrument/ledger.h"
-#include "trainer/instrument/timers.h"
+#include "trainer/measure/ledger.h"
+#include "trainer/timers/timers.h"
 #if LOOPGATE_HAS_CUDA
-#include "trainer/instrument/device_cuda.h"
+#include "trainer/timers/device_cuda.h"
 #endif
 
 namespace loopgate::bench {
@@ -43,7 +43,7 @@ std::unique_ptr<EventSource> run_event_source(SteadyClock& clock) {
 }
 
 // One iteration's level-1 timer events: forward-backward and optimizer, start and stop (four events); every 20
-// iterations a log point reports both (elapsed + take_reported), as Sites does. Every 10,000 iterations a fresh
+// iterations a log point reports both (elapsed + take_reported), as LoopTimers does. Every 10,000 iterations a fresh
 // event source and timers (untimed): a source keeps each event it recorded, as over one run.
 struct Level1 {
   SteadyClock clock;

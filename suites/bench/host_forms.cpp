@@ -12,7 +12,7 @@
 
 #include "trainer/common/error.h"
 #if LOOPGATE_HAS_CUDA
-#include "trainer/instrument/device_cuda.h"
+#include "trainer/timers/device_cuda.h"
 #endif
 
 namespace loopgate::bench {

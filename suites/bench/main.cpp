@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fixtures/defects/catalogue.h"
 #include "suites/bench/bench_options.h"
 #include "suites/bench/bookkeeping.h"
 #include "suites/bench/host_forms.h"
@@ -51,6 +52,7 @@ bool wants_help(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  loopgate::register_planted_defects();  // --arms may name a planted defect
   int provided = 0, rank = 0, size = 1;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

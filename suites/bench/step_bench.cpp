@@ -11,12 +11,12 @@
 #include "fixtures/fixtures.h"
 #include "suites/bench/idle_source.h"
 #include "trainer/common/device.h"
-#include "trainer/instrument/op_counter.h"
-#include "trainer/instrument/timers.h"
+#include "trainer/measure/op_counter.h"
+#include "trainer/timers/timers.h"
 #include "trainer/loop/arms.h"
 #if LOOPGATE_HAS_CUDA
-#include "trainer/instrument/cupti_counter.h"
-#include "trainer/instrument/device_cuda.h"
+#include "trainer/measure/cupti_counter.h"
+#include "trainer/timers/device_cuda.h"
 #endif
 
 namespace loopgate::bench {

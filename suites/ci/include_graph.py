@@ -6,8 +6,8 @@ header of B. Checked:
   1. no cycle between units (two files that need each other);
   2. no cycle between folders;
   3. the trainer's layers, each folder only below itself:
-       common < parallel < model, instrument < optim < pipeline < loop
-     (model and instrument side by side: neither includes the other);
+       common < parallel < model, measure, capture < timers < optim < pipeline < loop
+     (model, measure and capture side by side: none includes another);
   4. the top folders in order: trainer < fixtures < tools < suites (the system under test knows nothing of the
      harness, the harness nothing of the CLI, nothing of the tests).
 Prints the graph's size and every violation with the including file and line.
@@ -23,7 +23,8 @@ import sys
 ROOT = sys.argv[1]
 PLANT = sys.argv[3:5] if len(sys.argv) >= 5 and sys.argv[2] == "--plant" else None
 TOP = ["trainer", "fixtures", "tools", "suites"]
-TRAINER_RANK = {"common": 0, "parallel": 1, "model": 2, "instrument": 2, "optim": 3, "pipeline": 4, "loop": 5}
+TRAINER_RANK = {"common": 0, "parallel": 1, "model": 2, "measure": 2, "capture": 2, "timers": 3, "optim": 4,
+                "pipeline": 5, "loop": 6}
 
 
 def sources():

@@ -1,10 +1,10 @@
-// Fuzz target: the capture-probe spec "REGION[@ITERATION]" (parse_capture_spec, trainer/instrument/capture.h).
+// Fuzz target: the capture-probe spec "REGION[@ITERATION]" (parse_capture_spec, trainer/capture/capture.h).
 // Any input parses or throws loopgate::Error; an accepted spec names a known region and an iteration >= 2, and
 // its canonical text (REGION@ITERATION) parses to the same spec.
 #include <algorithm>
 
 #include "suites/fuzz/fuzz_common.h"
-#include "trainer/instrument/capture.h"
+#include "trainer/capture/capture.h"
 
 using namespace loopgate;
 

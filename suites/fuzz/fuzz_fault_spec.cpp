@@ -1,9 +1,9 @@
-// Fuzz target: fault inject specs (parse_fault_specs / parse_fault_spec, trainer/instrument/fault_spec.h).
+// Fuzz target: fault inject specs (parse_fault_specs / parse_fault_spec, fixtures/faults/fault_spec.h).
 // Any input parses or throws loopgate::Error; parse -> to_string -> parse gives the same specs.
 #include <vector>
 
 #include "suites/fuzz/fuzz_common.h"
-#include "trainer/instrument/fault_spec.h"
+#include "fixtures/faults/fault_spec.h"
 
 using namespace loopgate;
 

@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "trainer/common/error.h"
-#include "trainer/instrument/cupti_counter.h"
-#include "trainer/instrument/device_cuda.h"
-#include "trainer/instrument/ledger.h"
+#include "trainer/measure/cupti_counter.h"
+#include "trainer/timers/device_cuda.h"
+#include "trainer/measure/ledger.h"
 
 namespace loopgate {
 namespace {
@@ -148,7 +148,7 @@ TEST_F(CuptiCounterTest, SecondSubscriberIsRefusedWithAReason) {
   EXPECT_TRUE(CuptiSyncCounter::instance().start());
 }
 
-// ---- profile mode: launch starvation (trainer/instrument/starvation.h) ----
+// ---- profile mode: launch starvation (trainer/measure/starvation.h) ----
 
 // Profile mode on for each test; iteration 0's window runs from the test's set_current_iteration(0) to its
 // end_profile_window. The tensors and the kernels the tests launch are made and loaded before profiling starts.

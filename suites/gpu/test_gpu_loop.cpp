@@ -6,7 +6,7 @@
 //     site CUPTI saw counts, except the Trace's own parameter checksums (site diagnostic_checksum, which give
 //     the site back afterwards, so a sync nobody named lands on a loop site). Power: defect-hidden-sync (one
 //     device synchronize per iteration outside the ledger) is rejected.
-// (2) CUDA-graph capture (trainer/instrument/capture.h), iteration 2 at log interval 3 (a non-log iteration).
+// (2) CUDA-graph capture (trainer/capture/capture.h), iteration 2 at log interval 3 (a non-log iteration).
 //     forward_backward, optimizer and training_log capture in global capture mode for syncfree and onesync (no
 //     read inside) and, replayed, give bit-identical lm loss, params norm, grad norm and zeros at every
 //     iteration to the unprobed run. The baseline's forward_backward (eager NaN checks) and training_log
@@ -25,8 +25,8 @@
 #include "fixtures/harness/args.h"
 #include "fixtures/scenarios.h"
 #include "trainer/common/error.h"
-#include "trainer/instrument/capture.h"
-#include "trainer/instrument/cupti_counter.h"
+#include "trainer/capture/capture.h"
+#include "trainer/measure/cupti_counter.h"
 
 namespace loopgate {
 namespace {

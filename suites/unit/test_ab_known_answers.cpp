@@ -1,4 +1,4 @@
-// Known answers for `loopgate ab` (tools/loopgate/ab.h, fixtures/stats.h) from Megatron logs written here: ties
+// Known answers for `loopgate ab` (tools/loopgate/ab.h, tools/analysis/stats.h) from Megatron logs written here: ties
 // across the sides, one side constant, both sides constant and equal, too few windows, and mixed time sources.
 // The expected values are worked by hand in the comments (the permutation distribution of the rank sum,
 // enumerated over the hypergeometric count of one value in A), not taken from the tool.

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <limits>
 
-#include "trainer/instrument/ledger.h"
-#include "trainer/loop/sites.h"
+#include "trainer/measure/ledger.h"
+#include "trainer/loop/bundle.h"
 
 namespace loopgate {
 namespace {

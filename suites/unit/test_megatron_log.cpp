@@ -1,4 +1,4 @@
-// Unit tests for the Megatron log reader (fixtures/megatron_log.h): both line layouts (with and without the
+// Unit tests for the Megatron log reader (tools/analysis/megatron_log.h): both line layouts (with and without the
 // timestamp), missing and unknown fields, noise, rank prefixes, every malformed case with its file:line message,
 // the three input kinds detected from content, Trace step times from interval-time windows, and "identical as
 // printed" at the coarser printed precision.
@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "fixtures/megatron_log.h"
+#include "tools/analysis/megatron_log.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {

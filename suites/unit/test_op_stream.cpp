@@ -1,8 +1,8 @@
-// The CPU stand-in for a CUDA graph's replay (trainer/instrument/op_stream.h): what it accepts and what it names.
+// The CPU stand-in for a CUDA graph's replay (trainer/capture/op_stream.h): what it accepts and what it names.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "trainer/instrument/op_stream.h"
+#include "trainer/capture/op_stream.h"
 
 namespace loopgate {
 namespace {

@@ -15,8 +15,8 @@
 
 #include "fixtures/golden.h"
 #include "trainer/common/error.h"
-#include "trainer/instrument/capture.h"
-#include "trainer/instrument/fault_spec.h"
+#include "trainer/capture/capture.h"
+#include "fixtures/faults/fault_spec.h"
 #include "trainer/loop/trace.h"
 
 namespace loopgate {

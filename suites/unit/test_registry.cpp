@@ -9,8 +9,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 
+#include "fixtures/defects/mutations.h"
 #include "fixtures/fixtures.h"
 #include "fixtures/golden.h"
 #include "trainer/common/error.h"
@@ -27,7 +29,9 @@ int wrong() {
 Arm static_arm() {
   Arm a = find_arm("syncfree");  // registration may read the built-in arms, whatever the initialization order
   a.name = "unit-static-arm";
-  a.timer_report = TimerReport::kWhateverCompleted;
+  auto m = std::make_shared<FnMutation>();  // a loop change travels with the arm
+  m->lr = [](double lr) { return lr * 2; };
+  a.mutation = m;
   return a;
 }
 
@@ -62,11 +66,11 @@ std::string input_error_of(F f) {
 
 TEST(RegisterArm, StaticRegistrationJoinsAllArmsAfterTheBuiltInOnes) {
   const Arm& a = find_arm("unit-static-arm");
-  EXPECT_EQ(a.timer_report, wrong() ? TimerReport::kLaggedOneWindow : TimerReport::kWhateverCompleted);
+  EXPECT_EQ(a.mutated().step_lr(1.0), wrong() ? 1.0 : 2.0);
   EXPECT_EQ(a.nan_check, SyncMode::kDeferred);  // copied from syncfree
   size_t builtin = 0, at = 0;
   for (size_t i = 0; i < all_arms().size(); ++i) {
-    if (all_arms()[i].name == "defect-hidden-sync") builtin = i;  // the last built-in arm
+    if (all_arms()[i].name == "zerosync") builtin = i;  // the last built-in arm
     if (all_arms()[i].name == "unit-static-arm") at = i;
   }
   EXPECT_GT(at, builtin + wrong() * all_arms().size());

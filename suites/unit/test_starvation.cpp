@@ -1,4 +1,4 @@
-// Unit tests for the launch-starvation analysis (trainer/instrument/starvation.h) on hand-built timelines, each
+// Unit tests for the launch-starvation analysis (trainer/measure/starvation.h) on hand-built timelines, each
 // chosen so one wrong reading of the definition gives a different number, and on a simulated device: a host that
 // pays a fixed cost per launch, a device that runs kernels serially, a bounded launch queue and syncs that block
 // the host until the device drains. Removing the syncs must shrink sync-starved time by the step-time delta (the
@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <deque>
 
-#include "trainer/instrument/starvation.h"
+#include "trainer/measure/starvation.h"
 
 namespace loopgate {
 namespace {

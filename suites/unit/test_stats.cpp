@@ -1,4 +1,4 @@
-// Unit tests for the A/B statistics (fixtures/stats.h): exact Mann–Whitney p-values against the known values of
+// Unit tests for the A/B statistics (tools/analysis/stats.h): exact Mann–Whitney p-values against the known values of
 // docs/design.md "Statistics", tie cases computed by hand and cross-checked by enumerating every
 // split of the pooled sample, SciPy's normal branch against a hand computation, the Hodges–Lehmann shift and
 // Moses interval against hand-counted differences, the k-th difference against a full sort, and the guards.
@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "fixtures/stats.h"
+#include "tools/analysis/stats.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {

@@ -30,7 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "trainer/instrument/cupti_core.h"
+#include "trainer/measure/cupti_core.h"
 
 namespace {
 

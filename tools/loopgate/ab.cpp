@@ -3,7 +3,7 @@
 // when the log has timestamps (the seed's measure: both arms' machinery is identical there), else the
 // "elapsed time per iteration (ms)" field (a Trace's interval-time timer, golden values' iteration-time).
 // The first window of every run is warm-up and dropped. Exit 0 (report printed) or 2 (bad input).
-// Not here: the statistics (fixtures/stats.cpp), reading files (fixtures/megatron_log.cpp).
+// Not here: the statistics (tools/analysis/stats.cpp), reading files (tools/analysis/megatron_log.cpp).
 #include "tools/loopgate/ab.h"
 
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
 // Step-time A/B for people: samples per window from run files (timestamps between log lines, or the elapsed
-// field), and the report — an nccl-tests-style table plus fixtures/stats.h's sentence — that `loopgate ab`,
+// field), and the report — an nccl-tests-style table plus tools/analysis/stats.h's sentence — that `loopgate ab`,
 // `loopgate compare` and any other source of samples (an in-process phase runner) print the same way.
-// Not here: the statistics themselves (fixtures/stats.h) or reading files (fixtures/megatron_log.h).
+// Not here: the statistics themselves (tools/analysis/stats.h) or reading files (tools/analysis/megatron_log.h).
 #pragma once
 #include <cstdio>
 #include <fstream>
@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fixtures/megatron_log.h"
-#include "fixtures/stats.h"
+#include "tools/analysis/megatron_log.h"
+#include "tools/analysis/stats.h"
 #include "tools/loopgate/step_time_options.h"
 
 namespace loopgate {

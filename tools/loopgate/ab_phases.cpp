@@ -3,7 +3,7 @@
 // thermal) hits both alike; the first phase of each arm is warm-up and dropped. Per phase: milliseconds per
 // iteration from host timestamps taken with the device drained and every rank at a barrier. Sound only because
 // the arms are bit-identical: afterwards a single-arm run of A over the same iterations must log the same values
-// at every log point on every rank (checked; exit 1 when not). Statistics: fixtures/stats.h, printed like the
+// at every log point on every rank (checked; exit 1 when not). Statistics: tools/analysis/stats.h, printed like the
 // file mode (tools/loopgate/ab.h). With --profile (GPU): each arm's device idle and sync-starved time per
 // iteration from CUPTI activity records (docs/profile.md), its A-B delta printed next to the step-time delta.
 #include <fmt/format.h>
@@ -14,7 +14,7 @@
 
 #include "fixtures/compare.h"
 #include "fixtures/fixtures.h"
-#include "fixtures/stats.h"
+#include "tools/analysis/stats.h"
 #include "tools/loopgate/ab.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
@@ -22,7 +22,7 @@
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
 #if LOOPGATE_HAS_CUDA
-#include "trainer/instrument/device_cuda.h"
+#include "trainer/timers/device_cuda.h"
 #endif
 
 namespace loopgate {

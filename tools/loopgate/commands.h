@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "fixtures/faults/fault_spec.h"
 #include "tools/loopgate/run_flag_values.h"
 #include "tools/loopgate/step_time_options.h"
 #include "trainer/loop/train.h"
@@ -14,6 +15,7 @@ namespace loopgate {
 struct RunOptions {
   RunFlags flags;  // as the user gave them: validation messages name these, not the config's internals
   RunConfig config;
+  std::vector<FaultSpec> faults;  // --inject as parsed (config.faults injects them)
   std::string arm = "baseline";
   std::string trace_path;
   bool syncs = false;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "fixtures/megatron_log.h"
+#include "tools/analysis/megatron_log.h"
 
 namespace loopgate {
 

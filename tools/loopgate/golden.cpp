@@ -22,7 +22,7 @@
 #include "tools/loopgate/gpu.h"
 #include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
-#include "trainer/instrument/ledger.h"
+#include "trainer/measure/ledger.h"
 
 namespace loopgate {
 namespace {

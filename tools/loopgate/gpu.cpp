@@ -8,10 +8,10 @@
 #include <cstdlib>
 
 #include "trainer/common/error.h"
-#include "trainer/instrument/ledger.h"
+#include "trainer/measure/ledger.h"
 #if LOOPGATE_HAS_CUDA
-#include "trainer/instrument/cupti_counter.h"
-#include "trainer/instrument/device_cuda.h"
+#include "trainer/measure/cupti_counter.h"
+#include "trainer/timers/device_cuda.h"
 #include <cuda_runtime.h>
 #endif
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fixtures/fixtures.h"
-#include "trainer/instrument/starvation.h"
+#include "trainer/measure/starvation.h"
 #include "trainer/loop/train.h"
 
 namespace CLI {
@@ -22,7 +22,7 @@ struct GpuFlags {
   std::string params_dtype;  // fp32 | bf16; default fp32 on cpu, bf16 on cuda
   bool cupti = false;
   bool profile = false;       // CUPTI activity records -> launch starvation per iteration (--device cuda)
-  std::string capture_probe;  // REGION[@ITERATION]: CUDA-graph capture probe (trainer/instrument/capture.h)
+  std::string capture_probe;  // REGION[@ITERATION]: CUDA-graph capture probe (trainer/capture/capture.h)
   std::string cuda_graph;     // "iteration": replay non-log iterations of a zero-read arm as one CUDA graph
 };
 GpuFlags& gpu_flags();  // the process's parsed flags

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "fixtures/defects/catalogue.h"
 #include "fixtures/fixtures.h"
 #include "fixtures/golden.h"
 #include "fixtures/loop_checks.h"
@@ -87,6 +88,7 @@ void print_cli_reference(const CLI::App& app) {
 
 int main(int argc, char** argv) {
   using namespace loopgate;
+  register_planted_defects();  // `--arm defect-...` and the selftest find them
   CLI::App app{"loopgate: the acceptance gate for distributed training-loop changes"};
   app.require_subcommand(1);
   RunFlags rf;

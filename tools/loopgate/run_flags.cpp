@@ -2,6 +2,7 @@
 // range check, and the RunConfig they make. Every InputError here names the flag and the value as typed; a flag
 // that would be silently ignored (a typo that looks like a pass) is refused rather than dropped.
 // Not here: checks against the world size or across flags (validate.cpp).
+#include "fixtures/faults/fault.h"
 #include "tools/loopgate/run_flags.h"
 
 #include <CLI/CLI.hpp>
@@ -165,7 +166,10 @@ RunOptions to_run_options(const RunFlags& f) {
   if (f.log_interval) c.log_interval = as_int(*f.log_interval);
   if (f.exit_mins) c.exit_duration_in_mins = *f.exit_mins;
   if (f.sim_minutes) c.simulated_minutes_per_iteration = *f.sim_minutes;
-  if (f.inject) c.faults = with_flag("--inject", [&] { return parse_fault_specs(*f.inject); });
+  if (f.inject) {
+    o.faults = with_flag("--inject", [&] { return parse_fault_specs(*f.inject); });
+    c.faults = inject(o.faults);
+  }
   if (f.tp) c.layout.tp = as_int(*f.tp);
   if (f.pp) c.layout.pp = as_int(*f.pp);
   if (f.sp) c.layout.sequence_parallel = true;

@@ -1,5 +1,5 @@
-// `loopgate selftest`: the gates' power, measured. Every planted defect of the catalogue (trainer/loop/arms.cpp:
-// one policy set wrongly or one small hook, per property a gate claims) runs through the gate that must reject
+// `loopgate selftest`: the gates' power, measured. Every planted defect of the catalogue (fixtures/defects/: one
+// loop change handed into the trainer as a mutation, per property a gate claims) runs through the gate that must reject
 // it, as an ordinary candidate arm — the same tests a user's arm meets, not the GatePower tests — on the
 // smallest fixture that shows it; the defects of one fixture share one launch (each judged by its own tests only).
 // Prints, per defect, whether it was rejected, by which check and test, and its launch's time; the mutation score
@@ -26,13 +26,14 @@
 #include "tools/loopgate/selftest_tools.h"
 #include "tools/loopgate/verdicts.h"
 #include "trainer/common/error.h"
+#include "fixtures/defects/catalogue.h"
 #include "trainer/loop/arms.h"
 
 namespace loopgate {
 namespace {
 
 struct DefectResult {
-  const Arm* arm;
+  const PlantedDefect* defect;
   std::string fixture, outcome;  // outcome: "REJECTED", "ACCEPTED!", "not run (GPU only)"
   std::string by;                // the first failing test of this arm, and how
   double seconds = 0;
@@ -52,10 +53,10 @@ std::string suite_of_check(const std::string& check) {
 }
 
 // The smallest fixture that shows a defect.
-std::string defect_fixture(const Arm& d) { return d.fixture.empty() ? "single" : d.fixture; }
+std::string defect_fixture(const PlantedDefect& d) { return d.fixture.empty() ? "single" : d.fixture; }
 
 // Whether a defect can run here: a GPU-only one needs --device cuda, and on a GPU its fixture's ranks must fit.
-std::string why_not_run(const Arm& d, const SelftestOptions& o, const std::string& fixture, int gpus) {
+std::string why_not_run(const PlantedDefect& d, const SelftestOptions& o, const std::string& fixture, int gpus) {
   if (d.gpu_only && o.device != "cuda") return "not run (GPU only)";
   if (o.device == "cuda" && find_fixture(fixture).world > gpus)
     return fmt::format("not run (needs {} GPUs)", find_fixture(fixture).world);
@@ -67,12 +68,12 @@ std::string why_not_run(const Arm& d, const SelftestOptions& o, const std::strin
 // watchdog aborts the launch: it gets a launch of its own.
 struct Batch {
   std::string fixture;
-  std::vector<const Arm*> defects;
+  std::vector<const PlantedDefect*> defects;
 };
 
-std::vector<Batch> batches(const std::vector<const Arm*>& runnable) {
+std::vector<Batch> batches(const std::vector<const PlantedDefect*>& runnable) {
   std::vector<Batch> out;
-  for (const Arm* d : runnable) {
+  for (const PlantedDefect* d : runnable) {
     const std::string fx = defect_fixture(*d);
     auto shared = std::find_if(out.begin(), out.end(), [&](const Batch& b) {
       return b.fixture == fx && !d->hangs && !b.defects.front()->hangs;
@@ -96,7 +97,7 @@ std::vector<DefectResult> run_batch(const Batch& b, const SelftestOptions& o, co
   g.mpiexec = o.mpiexec;
   g.progress_timeout = o.progress_timeout;
   g.echo = false;
-  for (const Arm* d : b.defects) {
+  for (const PlantedDefect* d : b.defects) {
     g.arms.push_back(d->name);
     if (std::find(g.checks.begin(), g.checks.end(), d->rejected_by) == g.checks.end())
       g.checks.push_back(d->rejected_by);
@@ -109,7 +110,7 @@ std::vector<DefectResult> run_batch(const Batch& b, const SelftestOptions& o, co
   const std::vector<FixtureRun> runs = run_gate_fixtures(g, {find_fixture(b.fixture)}, sub);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::vector<DefectResult> out;
-  for (const Arm* d : b.defects) {
+  for (const PlantedDefect* d : b.defects) {
     DefectResult r{d, b.fixture, "", "", seconds};
     int own = 0;
     for (const FixtureRun& run : runs)
@@ -128,15 +129,15 @@ std::vector<DefectResult> run_batch(const Batch& b, const SelftestOptions& o, co
 }
 
 // The planted defects, each through its gate (a row each), and the mutation score; false below 100 %.
-bool run_defects(const SelftestOptions& o, const std::vector<const Arm*>& defects, int gpus, const std::string& dir,
+bool run_defects(const SelftestOptions& o, const std::vector<const PlantedDefect*>& defects, int gpus, const std::string& dir,
                  nlohmann::json& j) {
   std::printf("loopgate selftest: %zu planted defects, each through the gate that must reject it; logs in %s\n",
               defects.size(), dir.c_str());
   std::printf("%-34s %-10s %-14s %-10s %7s  %s\n", "defect", "fixture", "gate", "verdict", "seconds", "rejected by");
   // Which defects can run here, then one launch per batch; printed in catalogue order.
-  std::map<const Arm*, DefectResult> by_defect;
-  std::vector<const Arm*> runnable_defects;
-  for (const Arm* d : defects) {
+  std::map<const PlantedDefect*, DefectResult> by_defect;
+  std::vector<const PlantedDefect*> runnable_defects;
+  for (const PlantedDefect* d : defects) {
     DefectResult r{d, defect_fixture(*d), why_not_run(*d, o, defect_fixture(*d), gpus), "", 0};
     if (r.outcome.empty()) {
       runnable_defects.push_back(d);
@@ -147,11 +148,11 @@ bool run_defects(const SelftestOptions& o, const std::vector<const Arm*>& defect
   }
   const std::vector<Batch> launches = batches(runnable_defects);
   for (const Batch& b : launches)
-    for (const DefectResult& r : run_batch(b, o, dir)) by_defect.emplace(r.arm, r);
+    for (const DefectResult& r : run_batch(b, o, dir)) by_defect.emplace(r.defect, r);
   int rejected = 0;
   const int runnable = static_cast<int>(runnable_defects.size());
   j["defects"] = nlohmann::json::array();
-  for (const Arm* d : defects) {
+  for (const PlantedDefect* d : defects) {
     const DefectResult& r = by_defect.at(d);
     rejected += r.outcome == "REJECTED";
     std::printf("%-34s %-10s %-14s %-10s %7.1f  %s\n", d->name.c_str(), r.fixture.c_str(), d->rejected_by.c_str(),
@@ -190,14 +191,13 @@ bool run_tools(const SelftestOptions& o, const std::string& dir, nlohmann::json&
 
 int cmd_selftest(const SelftestOptions& o_in) {
   SelftestOptions o = o_in;
-  std::vector<const Arm*> defects;
+  std::vector<const PlantedDefect*> defects;
   if (o.defects.empty()) {
-    defects = planted_defects();
+    for (const PlantedDefect& d : planted_defects()) defects.push_back(&d);
   } else {
     for (const std::string& name : o.defects) {
-      const Arm& a = find_arm(name);
-      LG_INPUT_CHECK(!a.rejected_by.empty(), "--defect {}: not a planted defect (they are named defect-*)", name);
-      defects.push_back(&a);
+      find_arm(name);  // InputError naming the known arms for an unknown one
+      defects.push_back(&find_planted_defect(name));
     }
   }
   LG_INPUT_CHECK(o.progress_timeout > 0, "--progress-timeout must be > 0 seconds (got {})", o.progress_timeout);

@@ -176,7 +176,7 @@ void check_fault(const RunOptions& o, const Layout& layout, const FaultSpec& s, 
 }
 
 void check_faults(const RunOptions& o, const Layout& layout) {
-  const std::vector<FaultSpec>& specs = o.config.faults;
+  const std::vector<FaultSpec>& specs = o.faults;
   for (size_t k = 0; k < specs.size(); ++k) {
     const std::string where =
         specs.size() == 1 ? fmt::format("--inject {}", quoted(o.flags.inject.value_or(to_string(specs[k]))))

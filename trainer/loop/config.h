@@ -1,5 +1,5 @@
 // The loop's configuration and the values its log line is made of, in one header below the loop's files
-// (train.h, sites.h, arms.h all include it; it includes none of them): RunConfig, what training_log receives
+// (train.h, the protocols, sites.h and arms.h include it; it includes none of them): RunConfig, what training_log receives
 // (LogInputs) and what the Megatron line prints (LogFields).
 #pragma once
 #include <ATen/core/Tensor.h>
@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "trainer/instrument/capture.h"
-#include "trainer/instrument/fault.h"
+#include "trainer/capture/capture.h"
 #include "trainer/loop/rerun.h"
 #include "trainer/model/config.h"
 #include "trainer/optim/adam.h"
@@ -21,6 +21,18 @@
 #include "trainer/parallel/layout.h"
 
 namespace loopgate {
+
+// Faults handed into a run from outside the trainer (the test side's injector, fixtures/faults/fault.h): a microbatch
+// loss or a grad bucket poisoned in place where Megatron validates it, before the check, so the gates can prove
+// that every arm detects it as early as the baseline.
+class FaultPlan {
+ public:
+  virtual ~FaultPlan() = default;
+  virtual void at_loss(int64_t iteration, int microbatch, int rank, at::Tensor& report) const = 0;
+  virtual void at_bucket(int64_t iteration, int bucket, int rank, at::Tensor& grads) const = 0;
+  // Whether a fault is planned at `iteration` on any rank (every rank answers alike: a CUDA graph runs it eagerly).
+  virtual bool planned_at(int64_t iteration) const = 0;
+};
 
 // Everything one run needs; named fixtures (fixtures/fixtures.h) return one of these.
 struct RunConfig {
@@ -38,7 +50,7 @@ struct RunConfig {
   bool dynamic_loss_scale = false;         // fp16-style dynamic scaler
   DynamicGradScalerConfig dynamic_scaler;
   RerunConfig rerun;                       // --rerun-mode, outcome on a confirmed fault
-  std::vector<FaultSpec> faults;           // --inject
+  std::shared_ptr<const FaultPlan> faults; // --inject (null: none)
   double exit_duration_in_mins = 0.0;      // --exit-duration-in-mins (0 = off)
   // Deterministic clock for the exit vote in tests: train time = iterations * this (0 = wall clock). Rank
   // `fast_clock_rank` runs its clock `fast_clock_factor` times faster, so the MAX vote matters.
@@ -75,8 +87,6 @@ struct LogInputs {
   bool skipped = false;
   int64_t iteration = 0, train_iters = 0, consumed_samples = 0, global_batch = 0;
   bool log_point = false;
-  // onesync: the values were already read in the iteration's one read.
-  const std::map<std::string, double>* pre_read = nullptr;
 };
 
 // Megatron's log line (without the timestamp prefix, which is added when printed); exposed for tests.

@@ -20,7 +20,7 @@
 #include <mutex>
 #include <string>
 
-#include "trainer/instrument/capture.h"
+#include "trainer/capture/capture.h"
 
 namespace loopgate {
 

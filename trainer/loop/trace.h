@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trainer/instrument/timer_interval.h"
+#include "trainer/timers/timer_interval.h"
 
 namespace loopgate {
 

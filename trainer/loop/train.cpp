@@ -1,8 +1,8 @@
 // The training loop under test. `train` reads top to bottom like Megatron's train(): for each iteration,
 // train_step, then training_log, then the exit decision. Every place the host may wait on the device goes
-// through a site policy (sites.h) whose eager or deferred form the arm picks; no host read happens here
-// except through the Ledger. The numerics path (forward/backward, grad reductions, optimizer) is the same
-// code for every arm; deferred policies use their own tensors and collectives.
+// through the arm's loop protocol (protocol.h), chosen once per arm segment; no host read happens here except
+// through the Ledger. The numerics path (forward/backward, grad reductions, optimizer) is the same code for every
+// arm; the protocols use their own tensors and collectives.
 #include "trainer/loop/train.h"
 
 #include <ATen/ATen.h>
@@ -13,14 +13,15 @@
 
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
-#include "trainer/instrument/capture.h"
+#include "trainer/capture/capture.h"
 #if LOOPGATE_HAS_CUDA
-#include "trainer/instrument/device_cuda.h"
+#include "trainer/timers/device_cuda.h"
 #endif
-#include "trainer/instrument/ledger.h"
-#include "trainer/instrument/op_counter.h"
-#include "trainer/instrument/timers.h"
-#include "trainer/loop/sites.h"
+#include "trainer/measure/ledger.h"
+#include "trainer/measure/op_counter.h"
+#include "trainer/timers/timers.h"
+#include "trainer/loop/mutation.h"
+#include "trainer/loop/protocol.h"
 #include "trainer/model/gpt.h"
 #include "trainer/optim/clip_grads.h"
 #include "trainer/optim/grad_buffer.h"
@@ -42,16 +43,14 @@ struct Loop {
   GradScalerPtr scaler;
   std::unique_ptr<OptimizerParamScheduler> scheduler;
   RerunStateMachine rerun;
-  FaultInjector faults;
   Ledger ledger;
-  std::unique_ptr<Sites> sites;  // the arm's site policies; rebuilt when the arm changes
+  std::unique_ptr<LoopProtocol> protocol;  // the arm's loop protocol; rebuilt when the arm changes
   Schedule schedule;
   std::unique_ptr<CaptureSession> capture;  // the capture probe (RunConfig::capture), GPU only
   std::unique_ptr<IterationGraph> graph;    // --cuda-graph iteration (RunConfig::cuda_graph_iteration)
   bool in_graph = false;                    // inside the graph's body: no timer events, no checksum reads
   Batch static_batch;                       // the graph's batch buffers, refilled before each replay
   std::string graph_schedule;               // the captured iteration's executed schedule (the Trace's)
-  std::vector<double> lr_table_host;        // zerosync's LR table as uploaded (defect-graph-host-lr reads it)
   int num_micro = 0;
   int64_t consumed_samples = 0;
   int64_t next_iteration = 0;  // 0-based: iterations done so far
@@ -61,8 +60,8 @@ struct Loop {
 
   Loop(const RunConfig& c, const Arm& a, ProcessGroups& g, int r)
       : cfg(c), arm(&a), groups(g), rank(r), layout(Layout::build(g.world->size(), c.layout)),
-        stage(gpt_build(c.model, layout, r, g)), rerun(c.rerun), faults(c.faults),
-        sites(std::make_unique<Sites>(a, c, ledger, g, r)), schedule(select_schedule(layout)) {}
+        stage(gpt_build(c.model, layout, r, g)), rerun(c.rerun),
+        protocol(select_protocol(a, c, ledger, g, r)), schedule(select_schedule(layout)) {}
 };
 
 std::vector<at::Tensor> main_grads(Loop& L) {
@@ -84,16 +83,16 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
   ScheduleHooks hooks;
   hooks.on_microbatch_loss = [&L, iteration](int mb, const at::Tensor& report) {
     at::Tensor r = report;  // poisoned in place: the reported loss is what Megatron validates
-    L.faults.maybe_poison_loss(iteration, mb, L.rank, r);
-    L.sites->nan_check(L.rerun, Site::kNanCheckLoss, r.select(0, 0));
+    if (L.cfg.faults) L.cfg.faults->at_loss(iteration, mb, L.rank, r);
+    L.protocol->nan_check(L.rerun, Site::kNanCheckLoss, r.select(0, 0));
   };
   L.buffer->before_bucket_ready = [&L, iteration](int bucket, at::Tensor& grads) {
-    L.faults.maybe_poison_bucket(iteration, bucket, L.rank, grads);
+    if (L.cfg.faults) L.cfg.faults->at_bucket(iteration, bucket, L.rank, grads);
   };
   L.buffer->on_bucket_ready = [&L](int, at::Tensor& grads) {
     // Megatron check_grads: the bucket's local (pre-DP) grad norm must be finite.
     ScopedSite scope(site_name(Site::kNanCheckGrad));
-    L.sites->nan_check(L.rerun, Site::kNanCheckGrad, grads.norm());
+    L.protocol->nan_check(L.rerun, Site::kNanCheckGrad, grads.norm());
   };
   // Megatron config.grad_scale_func = optimizer.scale_loss: loss * get_loss_scale() before backward. Without a
   // scaler that scale is 1.0, so it is left out (no kernel).
@@ -113,39 +112,30 @@ std::vector<double> lr_table(const Loop& L) {
                  "zerosync needs a constant weight decay: the device holds no weight-decay schedule");
   OptimizerParamScheduler s(L.scheduler->config());  // from step 0: the device indexes by its total step count
   std::vector<double> table;
-  std::vector<double> lrs;
-  for (int64_t k = 0; k <= L.cfg.train_iters + L.arm->lr_table_shift; ++k) {
-    double lr = s.get_lr();
-    if (L.arm->hooks.step_lr) lr = L.arm->hooks.step_lr(lr);
-    lrs.push_back(static_cast<float>(lr));  // the float the step multiplies by
+  for (int64_t k = 0; k <= L.cfg.train_iters; ++k) {
+    table.push_back(static_cast<float>(L.arm->mutated().step_lr(s.get_lr())));  // the float the step multiplies by
     s.step(scheduler_increment(L));
   }
-  for (int64_t k = 0; k <= L.cfg.train_iters; ++k) table.push_back(lrs[static_cast<size_t>(k + L.arm->lr_table_shift)]);
   return table;
 }
 
-void start_on_device(Loop& L) {
-  L.lr_table_host = lr_table(L);
-  L.sites->start_on_device(L.lr_table_host, L.scheduler->num_steps() / scheduler_increment(L), L.next_iteration);
+// A segment of the current arm begins: the arm's mutation sees the schedule and the masked write (none: Megatron's),
+// its protocol the LR table and the steps so far (zerosync's).
+void begin_segment(Loop& L) {
+  L.schedule = select_schedule(L.layout);
+  L.arm->mutated().schedule(L.schedule);
+  L.adam->set_masked_write(L.arm->mutated().masked_write());
+  L.protocol->begin_segment([&L] { return lr_table(L); }, L.scheduler->num_steps() / scheduler_increment(L),
+                            L.next_iteration);
 }
 
 // The deferred timers record events on the stream; inside a graph they would be captured once and never re-armed,
 // so a graph's iteration is timed as a whole around its replay (graph_step).
 void timer_start(Loop& L, const char* name) {
-  if (!L.in_graph) L.sites->timer_start(name);
+  if (!L.in_graph) L.protocol->timers().start(name);
 }
 void timer_stop(Loop& L, const char* name) {
-  if (!L.in_graph) L.sites->timer_stop(name);
-}
-
-// Where optimizer.step MAX-reduces found_inf: the grad-stats group (TP x PP) unless the arm's policy narrows it.
-FoundInfReduction found_inf_reduction(Loop& L) {
-  switch (L.arm->found_inf_vote) {
-    case FoundInfVote::kGradStatsGroup: return {};
-    case FoundInfVote::kTensorParallelGroup: return {true, L.groups.tp.get()};
-    case FoundInfVote::kThisRankOnly: return {true, nullptr};
-  }
-  return {};
+  if (!L.in_graph) L.protocol->timers().stop(name);
 }
 
 // Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
@@ -178,7 +168,7 @@ void setup(Loop& L) {
   si.weight_decay = cfg.weight_decay;
   L.scheduler = std::make_unique<OptimizerParamScheduler>(from_iters(si));
 
-  if (L.arm->on_device) start_on_device(L);
+  begin_segment(L);
   L.result.trace.arm = L.arm->name;
   L.result.trace.fixture = cfg.fixture;
   L.result.trace.world = L.groups.world->size();
@@ -189,8 +179,7 @@ struct StepOutcome {
   OptimizerStepResult step;
   bool skipped = false;
   Decision decision;
-  std::map<std::string, double> one_read;  // onesync: everything the iteration read, in one read
-  std::optional<LogInputs> inputs;         // onesync: the log inputs its one read took (computed once)
+  std::optional<LogInputs> inputs;  // training_log's inputs, computed once (onesync reads them with the step)
 };
 
 LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point);
@@ -230,6 +219,34 @@ void region(Loop& L, int64_t iteration, const char* name, Body&& body) {
   v.replayed = true;
 }
 
+// A rerun decision that is not "proceed", in the Trace.
+void note_verdict(IterationRecord& rec, int64_t iteration, VerdictPhase phase, const Decision& d) {
+  rec.fault_verdicts.push_back({iteration + 1, phase, action_name(d.action)});
+}
+
+// optimizer.step at the scheduler's LR (or the one the protocol hands it), masked by the gate where it has a mask.
+OptimizerStepResult step_optimizer(Loop& L, int64_t iteration, const StepGate& gate) {
+  std::vector<at::Tensor> grads = main_grads(L);
+  double lr = L.scheduler->get_lr();
+  lr = L.arm->mutated().step_lr(lr);
+  if (gate.host_lr) lr = *gate.host_lr;
+  OptimizerStepResult r;
+  region(L, iteration, "optimizer", [&] {
+    r = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
+                       L.scheduler->get_wd(), gate.mask.defined() ? &gate.mask : nullptr, gate.device_lr,
+                       L.arm->mutated().found_inf_reduction(L.groups));
+  });
+  return r;
+}
+
+// The last stage's lm loss: [sum, count] summed over microbatches, all-reduced over DP (undefined elsewhere).
+at::Tensor reduce_loss(Loop& L, const ForwardBackwardResult& fb) {
+  if (fb.loss_reports.empty()) return {};
+  at::Tensor val = at::stack(fb.loss_reports).sum(0);
+  L.groups.dp->all_reduce(val);
+  return (val[0] / val[1]).reshape({1});
+}
+
 // ---- train_step: Megatron training.py train_step, in its order ----
 // `staged`: the graph's static batch (graph_step); null: this iteration's batch is made here.
 StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec, const Batch* staged) {
@@ -237,7 +254,6 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   L.ledger.begin_iteration(iteration);
   ScopedSite numerics("numerics");  // work outside any site: the numerics path, the same in every arm
   L.rerun.begin_iteration(iteration);
-  L.schedule.warmup_shift = L.arm->schedule_warmup_shift;  // 0 but for a planted defect (arms.h)
 
   // ==== TRAINING SECTION: the numerics path, identical for every arm ====
   timer_start(L, "forward-backward");
@@ -249,82 +265,40 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   });
   timer_stop(L, "forward-backward");
 
-  // The rerun decision (should_run_forward_backward at loop exit) comes before optimizer.step. onesync keeps
-  // it on device and masks the step with it; an arm whose policy says so acts on it only after the step.
-  const bool act_after_step = L.arm->verdict_after_step;
-  at::Tensor veto;
-  if (L.arm->on_device) {
-    veto = L.sites->device_vote(L.rerun, act_after_step);  // never read: it masks the step on the device
-  } else if (L.arm->one_read) {
-    veto = L.sites->one_read_vote(L.rerun, log_point, iteration + 1);
-  } else if (!act_after_step) {
-    out.decision = L.sites->rerun_decision(L.rerun);
-  }
+  // The rerun decision (should_run_forward_backward at loop exit) comes before optimizer.step: the host reads it,
+  // or the device keeps it as the step's mask.
+  const StepGate gate = L.protocol->before_step(L.rerun, iteration, log_point);
   rec.param_checksum_before = params_checksum(L);
+  out.decision = gate.decision;
   if (!out.decision.proceed()) {
-    rec.fault_verdicts.push_back({iteration + 1, VerdictPhase::kBeforeStep, action_name(out.decision.action)});
+    note_verdict(rec, iteration, VerdictPhase::kBeforeStep, out.decision);
     rec.param_checksum_after = rec.param_checksum_before;
     out.skipped = true;
     if (out.decision.action == Decision::Action::kAbort) return out;
   }
-
   timer_start(L, "optimizer");
-  if (!out.skipped) {
-    std::vector<at::Tensor> grads = main_grads(L);
-    double lr = L.scheduler->get_lr();
-    if (L.arm->hooks.step_lr) lr = L.arm->hooks.step_lr(lr);
-    const bool lr_on_device = L.arm->on_device && !L.arm->lr_from_host;
-    if (L.arm->on_device && L.arm->lr_from_host) lr = L.lr_table_host.at(static_cast<size_t>(iteration));
-    L.adam->set_mask_write(L.arm->mask_write);
-    region(L, iteration, "optimizer", [&] {
-      out.step = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
-                                L.scheduler->get_wd(), veto.defined() ? &veto : nullptr,
-                                lr_on_device ? &L.sites->device_lr() : nullptr, found_inf_reduction(L));
-    });
-  }
+  if (!out.skipped) out.step = step_optimizer(L, iteration, gate);
   timer_stop(L, "optimizer");
-  if (act_after_step && !L.arm->on_device) {
-    out.decision = L.sites->rerun_decision(L.rerun);
-    if (!out.decision.proceed()) {
-      rec.fault_verdicts.push_back({iteration + 1, VerdictPhase::kAfterStep, action_name(out.decision.action)});
-      out.skipped = true;
-    }
-  }
   rec.param_checksum_after = params_checksum(L);
-
-  // Losses of the last stage: [sum, count] summed over microbatches, all-reduced over DP.
-  if (!fb.loss_reports.empty()) {
-    at::Tensor val = at::stack(fb.loss_reports).sum(0);
-    L.groups.dp->all_reduce(val);
-    out.loss = (val[0] / val[1]).reshape({1});
-  }
+  out.loss = reduce_loss(L, fb);
   rec.schedule = to_string(fb.executed);
   // ==== end of the numerics path ====
 
-  // zerosync: update_successful, the step count and the LR, the counters: on the device; nothing read here.
-  if (L.arm->on_device) {
-    L.sites->device_after_step(out.step.update_successful, out.loss);
-    return out;
-  }
-  // update_successful over TP x PP, then the LR schedule advances (by the global batch) on success only.
-  bool update_successful = false;
-  if (L.arm->one_read) {
-    out.inputs = log_inputs(L, out, log_point);
-    const LogInputs& in = *out.inputs;
-    at::Tensor us = out.step.update_successful.defined() ? out.step.update_successful : at::zeros({1}, on_run_device(at::kBool));
-    out.one_read = L.sites->one_read_resolve(us, in);
-    out.decision = L.rerun.decide(out.one_read.at("vote"));
-    update_successful = out.one_read.at("update_successful") != 0.0 && out.decision.proceed();
-    if (!out.decision.proceed())
-      rec.fault_verdicts.push_back({iteration + 1, VerdictPhase::kBeforeStep, action_name(out.decision.action)});
+  // update_successful over TP x PP; the LR schedule then advances (by the global batch) on success only.
+  StepDone done{iteration, log_point, L.scaler != nullptr, out.skipped, out.step.update_successful, out.loss,
+                [&]() -> const LogInputs& {
+                  if (!out.inputs) out.inputs = log_inputs(L, out, log_point);
+                  return *out.inputs;
+                }};
+  const StepVerdict verdict = L.protocol->after_step(L.rerun, done);
+  if (verdict.decision) {
+    out.decision = *verdict.decision;
+    if (!out.decision.proceed()) note_verdict(rec, iteration, verdict.phase, out.decision);
     if (out.decision.action == Decision::Action::kAbort) return out;
-  } else if (!out.skipped) {
-    update_successful = L.sites->update_successful(out.step.update_successful, L.scaler != nullptr);
   }
-  out.skipped = !update_successful;
-  if (update_successful || L.arm->lr_advances_on_skip) {
-    L.scheduler->step(scheduler_increment(L));
-  }
+  if (!verdict.update_successful) return out;  // only the device knows (it steps its own count)
+  out.skipped = !*verdict.update_successful;
+  if (L.arm->mutated().scheduler_steps(*verdict.update_successful)) L.scheduler->step(scheduler_increment(L));
   return out;
 }
 
@@ -338,8 +312,8 @@ LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point);
 // captured while one grows keeps the freed storage) and iterations a planned fault hits (the injector decides on
 // the host) run eagerly; the rest replay.
 bool replays_as_graph(const Loop& L, int64_t iteration, bool log_point) {
-  return L.graph && !L.graph->off() && L.arm->on_device && !log_point && iteration >= 2 &&
-         iteration > L.arm_since && !L.faults.planned_at(iteration);
+  return L.graph && !L.graph->off() && !L.protocol->reads_between_log_points() && !log_point && iteration >= 2 &&
+         iteration > L.arm_since && !(L.cfg.faults && L.cfg.faults->planned_at(iteration));
 }
 
 // The graph reads its batch from static buffers: each replay's batch is copied in first, outside the graph
@@ -369,7 +343,7 @@ GraphState graph_state(const Loop& L) {
   s.emplace_back("adam.step", L.adam->step_count());
   if (L.scaler) s.emplace_back("scaler.scale", L.scaler->scale());
   for (auto& e : L.rerun.device_state()) s.push_back(std::move(e));
-  for (auto& e : L.sites->device_state()) s.push_back(std::move(e));
+  for (auto& e : L.protocol->device_state()) s.push_back(std::move(e));
   for (size_t m = 0; m < L.static_batch.microbatches.size(); ++m) {
     s.emplace_back(fmt::format("batch{}.tokens", m), L.static_batch.microbatches[m].tokens);
     s.emplace_back(fmt::format("batch{}.labels", m), L.static_batch.microbatches[m].labels);
@@ -385,7 +359,7 @@ StepOutcome graph_step(Loop& L, int64_t iteration, IterationRecord& rec) {
   L.rerun.begin_iteration(iteration);
   stage_batch(L, iteration);
   rec.param_checksum_before = params_checksum(L);  // forward-backward leaves the parameters alone
-  L.sites->timer_start("cuda-graph");
+  L.protocol->timers().start("cuda-graph");
   L.graph->run(iteration + 1, [&] {
     struct InGraph {
       Loop& L;
@@ -395,7 +369,7 @@ StepOutcome graph_step(Loop& L, int64_t iteration, IterationRecord& rec) {
     const StepOutcome out = train_step(L, iteration, /*log_point=*/false, rec, &L.static_batch);
     log_inputs(L, out, /*log_point=*/false);  // Megatron's params norm, every iteration
   }, graph_state(L));
-  L.sites->timer_stop("cuda-graph");
+  L.protocol->timers().stop("cuda-graph");
   if (rec.schedule.empty()) {
     rec.schedule = L.graph_schedule;  // a replay runs no host code: the captured iteration's
   } else {
@@ -437,7 +411,7 @@ void note_site_counts(Loop& L, IterationRecord& rec, int64_t iteration) {
 
 void record_iteration(Loop& L, IterationRecord& rec, const StepOutcome& step, const LogOutputs& log, bool log_point) {
   rec.consumed_samples = L.consumed_samples;
-  if (!L.arm->on_device) rec.skipped = step.skipped;  // zerosync's comes from the device at its log point
+  if (L.protocol->reads_between_log_points()) rec.skipped = step.skipped;  // else from the device, at its log point
   if (log_point) {
     rec.lm_loss = log.lm_loss;
     rec.grad_norm = log.grad_norm;
@@ -532,18 +506,17 @@ void run_iterations(Loop& L, int64_t until) {
       in.train_iters = cfg.train_iters;
       in.consumed_samples = L.consumed_samples;
       in.global_batch = cfg.data.global_batch;
-      in.pre_read = arm.one_read ? &step.one_read : nullptr;
-      log = arm.on_device ? L.sites->training_log_on_device(in) : L.sites->training_log(in);
+      log = L.protocol->training_log(in);
     });
-    if (arm.on_device && log_point) {
+    if (log.has_window) {
       backfill_window(L, rec, log);
       if (log.abort) {
         abort_on_device(L, rec, log);
         break;
       }
     }
-    if (arm.hooks.after_training_log) arm.hooks.after_training_log(L.ledger, in);
-    rec.exit_decision = L.sites->exit_vote(done, log_point, log);
+    arm.mutated().after_training_log(L.ledger, in);
+    rec.exit_decision = L.protocol->exit_vote(done, log_point, log);
 
     record_iteration(L, rec, step, log, log_point);
     if (rec.exit_decision) {
@@ -555,8 +528,8 @@ void run_iterations(Loop& L, int64_t until) {
 }
 
 // Drains the current arm's timers into the result (a run's end, or before another arm takes over).
-void finish_sites(Loop& L) {
-  TimerSummary t = L.sites->finish();
+void finish_protocol(Loop& L) {
+  TimerSummary t = L.protocol->finish();
   TimerSummary& all = L.result.timers;
   all.intervals.insert(all.intervals.end(), t.intervals.begin(), t.intervals.end());
   all.interval_total += t.interval_total;
@@ -583,7 +556,7 @@ TrainSession::TrainSession(const RunConfig& cfg, const Arm& first_arm, ProcessGr
   set_current_iteration(-1);  // setup (model, optimizer) is no iteration's work
   impl_ = std::make_unique<Impl>(cfg, first_arm, groups, world_rank);
   setup(impl_->L);
-  impl_->L.sites->start_interval_timer();
+  impl_->L.protocol->timers().start_interval();
 }
 
 TrainSession::~TrainSession() = default;
@@ -595,17 +568,15 @@ bool TrainSession::run(const Arm& arm, int64_t iterations, bool instrumented) {
   // timers and accumulators.
   if (&arm != L.arm || instrumented != L.ledger.counting()) {
     if (L.graph) L.graph->reset();  // the graph holds the old arm's state tensors
-    if (L.arm->on_device) {  // the device counted the successful steps: the host's scheduler catches up
-      const int64_t steps = L.sites->read_steps_done();
-      L.scheduler->step(scheduler_increment(L) * steps - L.scheduler->num_steps());
-    }
-    finish_sites(L);
+    if (const std::optional<int64_t> steps = L.protocol->end_segment())  // the device counted the successful
+      L.scheduler->step(scheduler_increment(L) * *steps - L.scheduler->num_steps());  // steps: the host catches up
+    finish_protocol(L);
     L.arm = &arm;
     L.arm_since = L.next_iteration;
     L.ledger.set_counting(instrumented);
-    L.sites = std::make_unique<Sites>(arm, L.cfg, L.ledger, L.groups, L.rank, instrumented);
-    if (arm.on_device) start_on_device(L);
-    L.sites->start_interval_timer();
+    L.protocol = select_protocol(arm, L.cfg, L.ledger, L.groups, L.rank, instrumented);
+    begin_segment(L);
+    L.protocol->timers().start_interval();
   }
   try {
     run_iterations(L, std::min(L.cfg.train_iters, L.next_iteration + iterations));
@@ -621,7 +592,7 @@ int64_t TrainSession::iterations_done() const { return impl_->L.next_iteration; 
 
 RunResult TrainSession::finish() {
   Loop& L = impl_->L;
-  if (!impl_->captured_stop) finish_sites(L);
+  if (!impl_->captured_stop) finish_protocol(L);
   if (L.graph) L.result.graph = L.graph->report();
   OpCounter::instance().set_enabled(false);
   return std::move(L.result);

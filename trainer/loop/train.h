@@ -1,5 +1,5 @@
-// The training loop under test: one `train` / `train_step` for every arm. Each host-sync site is a named policy
-// (trainer/loop/sites.h) whose eager or deferred form the arm selects, so the loop body is the same for all arms.
+// The training loop under test: one `train` / `train_step` for every arm. How the host-sync sites read is the arm's
+// loop protocol (trainer/loop/protocol.h), chosen once per arm segment, so the loop body is the same for all arms.
 // Megatron: training.py train(), train_step(), training_log(), checkpoint_and_decide_exit().
 #pragma once
 #include <functional>
@@ -7,12 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "trainer/instrument/capture.h"
-#include "trainer/instrument/fault.h"
+#include "trainer/capture/capture.h"
 #include "trainer/loop/arms.h"
 #include "trainer/loop/config.h"
 #include "trainer/loop/rerun.h"
-#include "trainer/loop/sites.h"
+#include "trainer/loop/loop_timers.h"
 #include "trainer/loop/trace.h"
 #include "trainer/model/config.h"
 #include "trainer/optim/adam.h"
@@ -52,7 +51,7 @@ class TrainSession {
   TrainSession& operator=(const TrainSession&) = delete;
   // The next `iterations` (at most up to config.train_iters) under `arm`. False once the run has ended (abort,
   // exit vote, the last iteration). `instrumented` false: the ledger counts nothing and a deferred arm's level-1
-  // timers record nothing (Sites), so `ab --arms A,A:bare` prices loopgate's bookkeeping; the numbers are the same.
+  // timers record nothing (LoopTimers), so `ab --arms A,A:bare` prices loopgate's bookkeeping; the numbers are the same.
   bool run(const Arm& arm, int64_t iterations, bool instrumented = true);
   int64_t iterations_done() const;
   RunResult finish();  // drains the timers; call once, at the end

@@ -107,14 +107,14 @@ void Adam::step_impl(const std::vector<at::Tensor>& main_grads, double lr, doubl
     if (skip) {  // masked skip: Megatron's `if found_inf_flag: return False, None, None`
       // Written in place by the select itself: one kernel per tensor, as the unmasked copy (measured on an H200:
       // where-then-copy_ cost a masked arm ~410 kernels per iteration more than the baseline).
-      if (mask_write_ == MaskWrite::kInPlace) {
+      if (!masked_write_) {
         at::where_out(p, keep, p, p_new);
         at::where_out(m, keep, m, m_new);
         at::where_out(v, keep, v, v_new);
       } else {
-        p.copy_(at::where(keep, p, p_new));
-        m.copy_(at::where(keep, m, m_new));
-        v.copy_(at::where(keep, v, v_new));
+        masked_write_(p, keep, p_new);
+        masked_write_(m, keep, m_new);
+        masked_write_(v, keep, v_new);
       }
     } else {
       p.copy_(p_new);

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,10 +58,10 @@ class Adam {
 
   size_t size() const { return main_params_.size(); }
   const std::vector<at::Tensor>& main_params() const { return main_params_; }
-  // How a masked step writes its selected values: in place by the select (one kernel per tensor), or select
-  // then copy (two: the planted defect-mask-per-tensor's policy).
-  enum class MaskWrite { kInPlace, kSelectThenCopy };
-  void set_mask_write(MaskWrite w) { mask_write_ = w; }
+  // How a masked step writes `t` where `keep` is false: in place by the select, one kernel per tensor (empty), or
+  // as a loop change under test writes it (handed in from outside the trainer: trainer/loop/mutation.h).
+  using MaskedWrite = std::function<void(at::Tensor& t, const at::Tensor& keep, const at::Tensor& updated)>;
+  void set_masked_write(MaskedWrite w) { masked_write_ = std::move(w); }
   const std::vector<at::Tensor>& exp_avg() const { return exp_avg_; }
   const std::vector<at::Tensor>& exp_avg_sq() const { return exp_avg_sq_; }
   const at::Tensor& step_count() const { return step_; }  // int64 [1] device
@@ -78,7 +79,7 @@ class Adam {
   std::vector<double> wd_mult_;
   std::vector<bool> counts_in_norm_;
   at::Tensor step_;
-  MaskWrite mask_write_ = MaskWrite::kInPlace;
+  MaskedWrite masked_write_;
 };
 
 // ---- the mixed-precision step ----
@@ -100,8 +101,8 @@ struct OptimizerStepResult {
 };
 
 // Where found_inf is MAX-reduced. The default is Megatron's: over grad_stats_group. `narrowed` replaces it with
-// `group`, or with no reduction at all when `group` is null (this rank's own verdict): only a planted defect's
-// policy asks for that (trainer/loop/arms.h FoundInfVote).
+// `group`, or with no reduction at all when `group` is null (this rank's own verdict): only a loop change handed in
+// from outside asks for that (trainer/loop/mutation.h found_inf_reduction).
 struct FoundInfReduction {
   bool narrowed = false;
   Comm* group = nullptr;

@@ -20,8 +20,8 @@ enum class ScheduleKind { kNoPipelining, k1F1B };
 
 struct Schedule {
   ScheduleKind kind = ScheduleKind::kNoPipelining;
-  // Forwards added to 1F1B's warmup (clamped to 0..M): 0 is Megatron. A planted defect sets it (arms.h
-  // schedule_warmup_shift): a different order with the same p2p pairing and the same numerics, which only the
+  // Forwards added to 1F1B's warmup (clamped to 0..M): 0 is Megatron. A loop change handed in from outside may set
+  // it (trainer/loop/mutation.h): a different order with the same p2p pairing and the same numerics, which only the
   // Trace's executed schedule shows. No effect without pipelining.
   int warmup_shift = 0;
   const char* name() const { return kind == ScheduleKind::k1F1B ? "1f1b" : "no-pipelining"; }

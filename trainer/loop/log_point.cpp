@@ -1,0 +1,59 @@
+// The shared end of training_log (log_point.h), and Megatron's line.
+#include "trainer/loop/log_point.h"
+
+#include <fmt/format.h>
+
+namespace loopgate {
+
+LogOutputs log_point_outputs(const SiteContext& c, const LogInputs& in, const LogValues& v, LoopTimers& timers,
+                             bool print) {
+  LogFields f;
+  f.iteration = in.iteration;
+  f.train_iters = in.train_iters;
+  f.consumed_samples = in.consumed_samples;
+  f.global_batch = in.global_batch;
+  f.elapsed_ms_per_iteration = v.elapsed_ms_per_iteration;
+  f.learning_rate = v.learning_rate;
+  f.has_loss = v.lm_loss >= 0.0;  // Megatron drops a NaN or negative loss from the line
+  f.lm_loss = v.lm_loss;
+  f.loss_scale = v.loss_scale;
+  f.has_grad_norm = std::isfinite(v.grad_norm) && v.grad_norm >= 0.0;
+  f.grad_norm = v.grad_norm;
+  f.has_num_zeros = c.config.optim.log_num_zeros_in_grad && std::isfinite(v.num_zeros) && v.num_zeros >= 0;
+  f.num_zeros = v.num_zeros;
+  f.has_params_norm = c.config.log_params_norm && std::isfinite(v.params_norm);
+  f.params_norm = v.params_norm;
+  f.skipped = v.skipped;
+  f.nan = v.nan;
+
+  LogOutputs out;
+  if (print && c.last_rank()) out.line = format_log_line(f);
+  out.lm_loss = v.lm_loss;
+  out.grad_norm = v.grad_norm;
+  out.num_zeros = v.num_zeros;
+  out.params_norm = v.params_norm;
+  out.learning_rate = v.learning_rate;
+  out.loss_scale = v.loss_scale;
+  out.nan_iteration = v.nan > 0;
+  out.timer_intervals = timers.take_log_point_intervals();
+  out.timer_window = timers.shown_window();
+  return out;
+}
+
+std::string format_log_line(const LogFields& f) {
+  std::string s = fmt::format(" iteration {:8d}/{:8d} |", f.iteration, f.train_iters);
+  s += fmt::format(" consumed samples: {:12d} |", f.consumed_samples);
+  s += fmt::format(" elapsed time per iteration (ms): {:.1f} |", f.elapsed_ms_per_iteration);
+  s += fmt::format(" learning rate: {:.6E} |", f.learning_rate);
+  s += fmt::format(" global batch size: {:5d} |", f.global_batch);
+  if (f.has_loss) s += fmt::format(" lm loss: {:.6E} |", f.lm_loss);
+  s += fmt::format(" loss scale: {:.1f} |", f.loss_scale);
+  if (f.has_grad_norm) s += fmt::format(" grad norm: {:.3f} |", f.grad_norm);
+  if (f.has_num_zeros) s += fmt::format(" num zeros: {:.1f} |", f.num_zeros);
+  if (f.has_params_norm) s += fmt::format(" params norm: {:.3f} |", f.params_norm);
+  s += fmt::format(" number of skipped iterations: {:3d} |", f.skipped);
+  s += fmt::format(" number of nan iterations: {:3d} |", f.nan);
+  return s;
+}
+
+}  // namespace loopgate

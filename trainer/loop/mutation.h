@@ -1,0 +1,64 @@
+// A loop change handed into the trainer from outside it: the planted defects of the test side (fixtures/defects/)
+// or a user's experiment. Each method is one point where a loop change could go wrong, and each default is
+// Megatron's behaviour, so an arm without a mutation runs the loop as ported. The trainer calls these points and
+// the factories hand their products through them; it never asks what a mutation is.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainer/timers/timers.h"
+#include "trainer/optim/adam.h"
+#include "trainer/parallel/comm.h"
+
+namespace loopgate {
+
+class Ledger;
+class LoopProtocol;
+class RerunStateMachine;
+struct LogInputs;
+struct Schedule;
+struct SiteContext;
+
+class Mutation {
+ public:
+  virtual ~Mutation() = default;
+
+  // ---- what the loop builds, handed through ----
+  // The protocol select_protocol chose for the arm's family; a mutation may wrap it.
+  virtual std::unique_ptr<LoopProtocol> protocol(std::unique_ptr<LoopProtocol> chosen, const SiteContext& c) const;
+  // A deferred timer named `name` recording on `events` (LoopTimers): Megatron's lags one window, 1024 events.
+  virtual std::unique_ptr<Timer> event_timer(const std::string& name, EventSource* events) const;
+  // The pipeline schedule select_schedule picked for the layout.
+  virtual void schedule(Schedule&) const {}
+  // How a masked optimizer step writes its tensors (empty: in place by the select).
+  virtual Adam::MaskedWrite masked_write() const { return {}; }
+
+  // ---- the sites ----
+  // A deferred NaN check banks its value (judged at the rerun decision).
+  virtual void bank_nan(RerunStateMachine& rerun, const at::Tensor& value) const;
+  // Over which group the rerun vote (_reduce_any) and the exit-duration vote are agreed: the world; null: none
+  // (this rank's own).
+  virtual Comm* rerun_vote_group(ProcessGroups& g) const { return g.world.get(); }
+  virtual Comm* exit_vote_group(ProcessGroups& g) const { return g.world.get(); }
+  // Where optimizer.step reduces found_inf: the grad-stats group, TP x PP.
+  virtual FoundInfReduction found_inf_reduction(ProcessGroups&) const { return {}; }
+
+  // ---- values ----
+  virtual double step_lr(double lr) const { return lr; }  // the LR optimizer.step uses, given the scheduler's
+  // Whether the LR schedule advances after an iteration: on a successful update only.
+  virtual bool scheduler_steps(bool update_successful) const { return update_successful; }
+  // The grad norm a log point reports, given this log point's and the previous log point's.
+  virtual double logged_grad_norm(double now, double /*previous*/) const { return now; }
+  // The intervals a timer report is about to publish (a log point's, or the drain's), in order.
+  virtual void timer_report(std::vector<TimerInterval>& /*reported*/) const {}
+  // After training_log, every iteration.
+  virtual void after_training_log(Ledger& /*ledger*/, const LogInputs& /*in*/) const {}
+};
+
+// No change: Megatron's loop.
+const Mutation& no_mutation();
+
+}  // namespace loopgate

@@ -1,0 +1,22 @@
+// What the protocol families share (protocol.h ProtocolBase).
+#include "trainer/loop/protocol.h"
+
+#include <ATen/ATen.h>
+
+#include "trainer/common/device.h"
+
+namespace loopgate {
+
+ProtocolBase::ProtocolBase(const SiteContext& c, bool instrumented)
+    : c_(c), timers_(c.arm, c.config, c.ledger, c.groups, c.rank, instrumented), nan_check_(c), exit_(c) {
+  nan_count_ = at::zeros({1}, on_run_device(at::kFloat));
+  zero_ = at::zeros({1}, on_run_device(at::kFloat));
+}
+
+ProtocolBase::~ProtocolBase() = default;
+
+bool ProtocolBase::exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) {
+  return exit_.vote(iteration, log_point, log.exit_vote);
+}
+
+}  // namespace loopgate

@@ -1,0 +1,123 @@
+// A loop protocol: how a family of arms moves the iteration's decisions and log values between device and host.
+// Chosen once per arm segment (select_protocol), as select_schedule picks a pipeline schedule, so train_step and
+// training_log ask no questions about the arm. Three families, one file each:
+//   per-site  (protocol_per_site.cpp): baseline and syncfree-1..5; each site eager or deferred, as the arm says;
+//   one read  (protocol_one_read.cpp): onesync; the iteration's decisions and log values in one collective + read;
+//   on device (protocol_on_device.cpp): zerosync; nothing read between log points.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainer/capture/capture.h"
+#include "trainer/loop/arms.h"
+#include "trainer/loop/config.h"
+#include "trainer/loop/log_point.h"
+#include "trainer/loop/loop_timers.h"
+#include "trainer/loop/rerun.h"
+#include "trainer/loop/sites.h"
+#include "trainer/loop/trace.h"
+
+namespace loopgate {
+
+// What train_step learns before optimizer.step.
+struct StepGate {
+  Decision decision;                      // the host's rerun decision (proceed where the host took none)
+  at::Tensor mask;                        // onesync, zerosync: true masks the step on the device (never read)
+  const at::Tensor* device_lr = nullptr;  // zerosync: the LR the step reads on the device
+  std::optional<double> host_lr;          // an LR the protocol hands the step instead of the scheduler's
+};
+
+// What train_step hands the protocol after optimizer.step and the loss reduction.
+struct StepDone {
+  int64_t iteration = 0;        // 0-based
+  bool log_point = false;
+  bool has_scaler = false;
+  bool skipped = false;         // the host decided before the step to skip it
+  at::Tensor update_successful; // this rank's optimizer.step verdict (undefined when no step ran)
+  at::Tensor loss;              // [1] global-batch lm loss (last stage), undefined elsewhere
+  std::function<const LogInputs&()> log_inputs;  // computed at most once (onesync reads them with the step)
+};
+
+// What the protocol tells train_step after it.
+struct StepVerdict {
+  // Whether the step took effect over TP x PP; nullopt: only the device knows (zerosync), the host's scheduler
+  // does not step (the device steps its own count).
+  std::optional<bool> update_successful;
+  std::optional<Decision> decision;                // a rerun decision the host took after the step
+  VerdictPhase phase = VerdictPhase::kBeforeStep;  // where that decision acts (recorded when not proceed)
+};
+
+class LoopProtocol {
+ public:
+  virtual ~LoopProtocol() = default;
+
+  // commit 1: every microbatch loss and grad bucket (eager or deferred, as the arm says).
+  virtual void nan_check(RerunStateMachine& rerun, Site site, const at::Tensor& value) = 0;
+  virtual LoopTimers& timers() = 0;
+  // Whether the host reads anything between log points: if not, non-log iterations may replay as a CUDA graph,
+  // and each log point backfills its window's skips and faults.
+  virtual bool reads_between_log_points() const = 0;
+  // A segment of this arm begins at 0-based `next_iteration` after `steps_done` successful steps; `lr_table` gives
+  // the LR after k successful steps, k = 0..train_iters (zerosync uploads it).
+  virtual void begin_segment(const std::function<std::vector<double>()>& lr_table, int64_t steps_done,
+                             int64_t next_iteration) = 0;
+  // The rerun decision (should_run_forward_backward at loop exit), before optimizer.step.
+  virtual StepGate before_step(RerunStateMachine& rerun, int64_t iteration, bool log_point) = 0;
+  // update_successful over TP x PP after the step.
+  virtual StepVerdict after_step(RerunStateMachine& rerun, const StepDone& step) = 0;
+  // Megatron's training_log: every iteration, a line at log points.
+  virtual LogOutputs training_log(const LogInputs& in) = 0;
+  // checkpoint_and_decide_exit's duration vote.
+  virtual bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) = 0;
+  // The device tensors a replayed iteration reads and writes in place (--cuda-graph iteration; capture.h).
+  virtual GraphState device_state() const = 0;
+  // A segment ends: the successful steps the device counted (zerosync: one read), nullopt where the host knows.
+  virtual std::optional<int64_t> end_segment() = 0;
+  // Drains every timer: every interval ever reported, in report order, and counters.
+  virtual TimerSummary finish() = 0;
+};
+
+// What the three families share: the NaN checks, the timers, the exit vote, and the deferred accumulators' seeds.
+class ProtocolBase : public LoopProtocol {
+ public:
+  ProtocolBase(const SiteContext& c, bool instrumented);
+  ~ProtocolBase() override;
+
+  void nan_check(RerunStateMachine& rerun, Site site, const at::Tensor& value) override {
+    nan_check_.check(rerun, site, value);
+  }
+  LoopTimers& timers() override { return timers_; }
+  bool reads_between_log_points() const override { return true; }
+  void begin_segment(const std::function<std::vector<double>()>&, int64_t, int64_t) override {}
+  bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) override;
+  GraphState device_state() const override { return {}; }
+  std::optional<int64_t> end_segment() override { return std::nullopt; }
+  TimerSummary finish() override { return timers_.finish(); }
+
+ protected:
+  SiteContext c_;
+  LoopTimers timers_;
+  NanCheckSite nan_check_;
+  ExitVoteSite exit_;
+  at::Tensor zero_;       // the deferred loss accumulator's seed, made once (never written)
+  at::Tensor nan_count_;  // the deferred NaN probe of skipped iterations
+};
+
+// The arm's family's protocol, handed through the arm's mutation (which may wrap it). `instrumented` false: the
+// ledger counts nothing and a deferred arm's level-1 timers record nothing (LoopTimers).
+std::unique_ptr<LoopProtocol> select_protocol(const Arm& arm, const RunConfig& config, Ledger& ledger,
+                                              ProcessGroups& groups, int world_rank, bool instrumented = true);
+
+// The three families (select_protocol picks one by the arm).
+std::unique_ptr<LoopProtocol> make_per_site_protocol(const SiteContext& c, bool instrumented);
+std::unique_ptr<LoopProtocol> make_one_read_protocol(const SiteContext& c, bool instrumented);
+std::unique_ptr<LoopProtocol> make_on_device_protocol(const SiteContext& c, bool instrumented);
+
+}  // namespace loopgate

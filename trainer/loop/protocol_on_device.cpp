@@ -1,0 +1,195 @@
+// The on-device family: zerosync. The rerun verdict, update_successful, the step count (the LR from a table),
+// the log window's counters and per-iteration skip / fault flags, and the abort live on the device; the host reads
+// only at log points, in one batched read. Every device tensor is allocated once and written in place, so a CUDA
+// graph can replay the non-log iterations (capture.h).
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "trainer/common/device.h"
+#include "trainer/loop/bundle.h"
+#include "trainer/loop/mutation.h"
+#include "trainer/loop/protocol.h"
+
+namespace loopgate {
+namespace {
+
+at::TensorOptions f64() { return on_run_device(at::kDouble); }
+
+// Non-finite as a predicate in two kernels: x * 0 is 0 for every finite x (a NaN or an infinity gives NaN).
+at::Tensor any_nonfinite(const at::Tensor& x) { return x.mul(0).ne(0); }
+
+class OnDeviceProtocol final : public ProtocolBase {
+ public:
+  using ProtocolBase::ProtocolBase;
+
+  bool reads_between_log_points() const override { return false; }
+  void begin_segment(const std::function<std::vector<double>()>& lr_table, int64_t steps_done,
+                     int64_t next_iteration) override;
+  StepGate before_step(RerunStateMachine& rerun, int64_t iteration, bool log_point) override;
+  StepVerdict after_step(RerunStateMachine& rerun, const StepDone& step) override;
+  LogOutputs training_log(const LogInputs& in) override;
+  GraphState device_state() const override;
+  std::optional<int64_t> end_segment() override {
+    return static_cast<int64_t>(c_.ledger.read(Site::kBatchedLogRead, steps_done_).at(0));
+  }
+
+ private:
+  bool abort_outcome() const {
+    return c_.config.rerun.on_fault == FaultOutcome::kAbort || c_.config.rerun.mode == RerunMode::kDisabled;
+  }
+  void read_window(std::map<std::string, double>& v, int64_t iteration, LogOutputs& out);
+
+  // log_state_ (float64, read whole at a log point): [code of slot 0 .. k-1, aborted]; slot s holds fault +
+  // skipped / 2 + non-finite loss / 4 of the window's s-th iteration, from which the host counts advanced, skipped
+  // and NaN iterations and finds the first fault. codes_ and aborted_ are views into it.
+  at::Tensor lr_table_, lr_now_, steps_done_, slot_, fault_now_;
+  at::Tensor log_state_, codes_, aborted_;
+  at::Tensor total_loss_;
+  int64_t window_begin_ = 0;  // 0-based first iteration of the window since the last log point
+  int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
+};
+
+void OnDeviceProtocol::begin_segment(const std::function<std::vector<double>()>& lr_table, int64_t steps_done,
+                                     int64_t next_iteration) {
+  // Values that reach the device from the host without a read: the table in one pinned upload, the counters as
+  // kernel arguments (full). Everything below is allocated here, once, and only written in place afterwards.
+  const int64_t k = c_.config.log_interval;
+  lr_table_ = c_.ledger.upload_pinned(lr_table(), on_run_device(at::kFloat));
+  steps_done_ = at::full({1}, steps_done, on_run_device(at::kLong));
+  lr_now_ = lr_table_.index_select(0, steps_done_);
+  slot_ = at::zeros({1}, on_run_device(at::kLong));
+  fault_now_ = at::zeros({1}, f64());
+  log_state_ = at::zeros({1 + k}, f64());
+  codes_ = log_state_.narrow(0, 0, k);
+  aborted_ = log_state_.narrow(0, k, 1);
+  total_loss_ = at::zeros({1}, on_run_device(at::kFloat));
+  window_begin_ = next_iteration;
+}
+
+// The rerun vote over the world (SUM of every rank's banked verdicts), never read: it masks this step, and every
+// later one once an abort is due (the host learns it at the next log point).
+StepGate OnDeviceProtocol::before_step(RerunStateMachine& rerun, int64_t, bool) {
+  StepGate gate;
+  {
+    ScopedSite scope(site_name(Site::kRerunDecision));
+    // _reduce_any as a SUM that any rank's non-finite verdict poisons (a NaN survives every backend's sum).
+    at::Tensor vote = rerun.poisoned_vote();
+    if (Comm* group = c_.arm.mutated().rerun_vote_group(c_.groups)) group->all_reduce(vote, ReduceOp::kSum);
+    at::ne_out(fault_now_, vote, 0);
+    gate.mask = at::maximum(fault_now_, aborted_);  // after an abort verdict every step stays masked
+  }
+  gate.device_lr = &lr_now_;
+  return gate;
+}
+
+// After the step, in place (a CUDA graph replays these kernels): update_successful over TP x PP, the step count
+// and the next LR, the log window's counters, loss sum and per-iteration skip / fault flags, the abort.
+StepVerdict OnDeviceProtocol::after_step(RerunStateMachine&, const StepDone& step) {
+  ScopedSite scope(site_name(Site::kUpdateSuccessful));
+  // Megatron logical_and_across_model_parallel_group: MIN over TP x PP, here never read.
+  at::Tensor ok = step.update_successful.to(at::kLong).reshape({1});
+  c_.groups.mp->all_reduce(ok, ReduceOp::kMin);
+  steps_done_.add_(ok);                                      // the scheduler steps on success only
+  at::index_select_out(lr_now_, lr_table_, 0, steps_done_);  // the LR of the next step, from the port's table
+  // This iteration's code, read back at the log point: fault - ok / 2 (+ a non-finite loss / 4, where the loss is)
+  // — whether the vote found a fault, whether the step was skipped, the NaN probe (decoded there, + 1/2).
+  at::Tensor code = at::add(fault_now_, ok, -0.5);
+  if (step.loss.defined()) {
+    total_loss_.add_(at::where(ok.gt(0), step.loss, zero_));  // Megatron accumulates advanced iterations only
+    code.add_(any_nonfinite(step.loss), 0.25);
+  }
+  codes_.index_copy_(0, slot_, code);
+  slot_.add_(1);  // back to 0 at each log point
+  if (abort_outcome()) at::maximum_out(aborted_, aborted_, fault_now_);  // sticky: every later step is masked
+  return {};  // update_successful stays on the device
+}
+
+GraphState OnDeviceProtocol::device_state() const {
+  GraphState s = {{"sites.total_loss", total_loss_}, {"sites.zero", zero_}, {"sites.nan_count", nan_count_}};
+  for (const auto& [name, t] : std::initializer_list<std::pair<const char*, const at::Tensor*>>{
+           {"sites.lr_table", &lr_table_}, {"sites.lr_now", &lr_now_}, {"sites.steps_done", &steps_done_},
+           {"sites.slot", &slot_}, {"sites.fault_now", &fault_now_}, {"sites.log_state", &log_state_}})
+    if (t->defined()) s.emplace_back(name, *t);
+  return s;
+}
+
+// The window's codes since the last log point: counts, skips, faults, NaNs; the first fault when it aborts.
+void OnDeviceProtocol::read_window(std::map<std::string, double>& v, int64_t iteration, LogOutputs& out) {
+  out.has_window = true;
+  for (int64_t it = window_begin_; it < iteration; ++it) {
+    double code = v[fmt::format("state@{}", it - window_begin_)] + 0.5;  // fault + skipped / 2 + non-finite loss / 4
+    const bool fault = code >= 1.0;
+    code -= fault ? 1.0 : 0.0;
+    const bool skipped = code >= 0.5;
+    code -= skipped ? 0.5 : 0.0;
+    out.window_skipped.push_back(skipped);
+    out.window_fault.push_back(fault);
+    skipped ? ++skipped_ : ++advanced_;
+    if (skipped && code >= 0.25) ++nan_;  // a skipped iteration whose loss is not finite (Megatron's NaN probe)
+    if (fault && abort_outcome() && !out.abort) {
+      out.abort = true;
+      out.fault_iteration = it + 1;
+    }
+  }
+  window_begin_ = iteration;
+}
+
+// At a log point, one batched read: the counters, the LR, the window's skip and fault flags and the abort.
+LogOutputs OnDeviceProtocol::training_log(const LogInputs& in) {
+  if (!in.log_point) return {};
+  ScopedSite scope(site_name(Site::kBatchedLogRead));
+  const bool reset = in.iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
+  Bundle bundle;  // the float32 values side by side (one cast), then the doubles (none)
+  in.grad_norm.defined() ? bundle.add("grad_norm", in.grad_norm) : bundle.add_absent("grad_norm");
+  bundle.add("loss_scale", in.loss_scale);
+  bundle.add("lr", lr_now_);
+  in.loss.defined() ? bundle.add("loss_total", total_loss_) : bundle.add_absent("loss_total");
+  if (in.params_norm.defined()) bundle.add("params_norm", in.params_norm);
+  bundle.add_all("state", log_state_);  // the window's codes and the abort: one tensor
+  if (c_.config.optim.log_num_zeros_in_grad && in.num_zeros.defined()) bundle.add("num_zeros", in.num_zeros);
+  timers_.add_deferred_values(bundle, in.iteration);
+  if (exit_.on()) bundle.add_host("exit", exit_.local_flag(in.iteration) ? 1.0 : 0.0);
+  std::map<std::string, double> v = bundle.resolve(c_.ledger, Site::kBatchedLogRead, *c_.groups.world);
+
+  LogOutputs window;
+  read_window(v, in.iteration, window);
+  const double advanced = static_cast<double>(advanced_);
+  const bool has_loss = advanced > 0 && in.loss.defined();  // the loss lives on the last stage, as the baseline's
+  LogValues values;
+  values.lm_loss = has_loss ? v["loss_total"] / std::max(1.0, advanced) : NAN;
+  values.learning_rate = v["lr"];
+  values.loss_scale = v["loss_scale"];
+  values.grad_norm = v["grad_norm"];
+  values.num_zeros = v.count("num_zeros") ? as_reduce_max_stat(v["num_zeros"]) : NAN;
+  values.params_norm = v.count("params_norm") ? v["params_norm"] : NAN;
+  values.elapsed_ms_per_iteration = timers_.elapsed_ms_per_iteration(v);
+  values.skipped = skipped_;
+  values.nan = nan_;
+  // An abort ends the run here, before this line, as Megatron exits before it logs the fault's iteration.
+  LogOutputs out = log_point_outputs(c_, in, values, timers_, /*print=*/!window.abort);
+  out.has_window = true;
+  out.window_skipped = std::move(window.window_skipped);
+  out.window_fault = std::move(window.window_fault);
+  out.abort = window.abort;
+  out.fault_iteration = window.fault_iteration;
+  if (v.count("exit")) out.exit_vote = v["exit"] != 0.0;
+  // The next window writes its codes from slot 0 (stale slots past its length are never read); the loss sum and
+  // the counters reset unless this is the first line (no reset).
+  slot_.zero_();
+  if (reset) {
+    total_loss_.zero_();
+    advanced_ = skipped_ = nan_ = 0;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<LoopProtocol> make_on_device_protocol(const SiteContext& c, bool instrumented) {
+  return std::make_unique<OnDeviceProtocol>(c, instrumented);
+}
+
+}  // namespace loopgate

@@ -1,0 +1,178 @@
+// The per-site family: baseline (Megatron HEAD, every site eager) and syncfree-1..5 (the seed's commits, each
+// making some sites deferred). Every site reads on its own, eagerly or at the log point's one batched read.
+// Counts per iteration on the baseline: grad norm 3 (clip_grads read + reduce_max_stat H2D + read); num zeros 3;
+// params norm 1; loss scale 1; learning rate 2; loss-accumulator seed 1; loss report 2 at log points.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "trainer/common/device.h"
+#include "trainer/common/error.h"
+#include "trainer/loop/bundle.h"
+#include "trainer/loop/mutation.h"
+#include "trainer/loop/protocol.h"
+
+namespace loopgate {
+namespace {
+
+class PerSiteProtocol final : public ProtocolBase {
+ public:
+  PerSiteProtocol(const SiteContext& c, bool instrumented)
+      : ProtocolBase(c, instrumented), decision_(c), update_(c) {}
+
+  StepGate before_step(RerunStateMachine& rerun, int64_t, bool) override {
+    StepGate gate;
+    gate.decision = decision_.decide(rerun);
+    return gate;
+  }
+
+  StepVerdict after_step(RerunStateMachine&, const StepDone& step) override {
+    StepVerdict v;
+    v.update_successful = !step.skipped && update_.agree(step.update_successful, step.has_scaler);
+    return v;
+  }
+
+  LogOutputs training_log(const LogInputs& in) override;
+
+ private:
+  bool eager_stats() const { return c_.arm.stat_bundle == SyncMode::kEager; }
+  bool eager_scalars() const { return c_.arm.device_scalars == SyncMode::kEager; }
+  at::Tensor loss_seed() {  // Megatron builds torch.tensor([0.0], device): commit 3's site; deferred keeps one zero
+    return eager_scalars() ? c_.ledger.device_scalar(Site::kLossAccumSeed, 0.0, on_run_device(at::kFloat)) : zero_;
+  }
+  void accumulate(const LogInputs& in);
+  std::map<std::string, double> read_log_point(const LogInputs& in, LogOutputs& out);
+
+  RerunDecisionSite decision_;
+  UpdateSuccessfulSite update_;
+  // Megatron's total_loss_dict: the loss sum on the device, the iteration counters on the host.
+  at::Tensor total_loss_;
+  bool has_total_loss_ = false;
+  int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
+  double last_grad_norm_ = NAN;
+  // Stats the baseline reads every iteration, log point or not (eager sites); the last ones read.
+  double grad_norm_ = NAN, num_zeros_ = NAN, loss_scale_ = NAN, params_norm_ = NAN, lr_ = NAN;
+};
+
+// Accumulation, every iteration (Megatron total_loss_dict): the loss of an advanced iteration, the NaN probe of
+// a skipped one.
+void PerSiteProtocol::accumulate(const LogInputs& in) {
+  ScopedSite scope(site_name(Site::kLossAccumSeed));
+  if (!in.skipped) {
+    ++advanced_;
+    if (in.loss.defined()) {  // Megatron builds the seed every iteration (a dict.get default)
+      const at::Tensor seed = eager_scalars() ? loss_seed() : zero_;
+      total_loss_ = (has_total_loss_ ? total_loss_ : seed) + in.loss;
+      has_total_loss_ = true;
+    }
+    return;
+  }
+  ++skipped_;
+  if (!in.loss.defined()) return;
+  if (eager_stats()) {
+    nan_ += std::isfinite(c_.read_scalar(Site::kLossReport, in.loss)) ? 0 : 1;
+  } else {
+    nan_count_.add_(RerunStateMachine::nonfinite(in.loss).to(at::kFloat).reshape({1}));
+  }
+}
+
+// The log point's one batched read of everything deferred (none for the baseline), then the eager timers' read.
+std::map<std::string, double> PerSiteProtocol::read_log_point(const LogInputs& in, LogOutputs& out) {
+  ScopedSite scope(site_name(Site::kBatchedLogRead));
+  Bundle bundle;
+  if (!eager_stats()) {
+    in.grad_norm.defined() ? bundle.add("grad_norm", in.grad_norm) : bundle.add_absent("grad_norm");
+    if (c_.config.optim.log_num_zeros_in_grad && in.num_zeros.defined()) bundle.add("num_zeros", in.num_zeros);
+    if (in.params_norm.defined()) bundle.add("params_norm", in.params_norm);
+    bundle.add("loss_scale", in.loss_scale);
+    has_total_loss_ ? bundle.add("loss_total", total_loss_) : bundle.add_absent("loss_total");
+    // Only skipped iterations probe their loss; with none since the last log point the count is 0, unread.
+    if (skipped_ > 0) bundle.add("nan_count", nan_count_);
+  }
+  // The LR rides the read as the same float32 that reduce_max_stat would have made of it.
+  if (!eager_scalars()) bundle.add_host("lr", static_cast<float>(lr_));
+  if (timers_.deferred()) timers_.add_deferred_values(bundle, in.iteration);
+  if (c_.arm.exit_vote == SyncMode::kDeferred && exit_.on()) {
+    Comm* group = c_.arm.mutated().exit_vote_group(c_.groups);
+    LG_CHECK(group == nullptr || group == c_.groups.world.get(), "a deferred exit vote rides the world's read");
+    if (group) {
+      bundle.add_host("exit", exit_.local_flag(in.iteration) ? 1.0 : 0.0);  // MAX over the world in the read
+    } else {
+      out.exit_vote = exit_.local_flag(in.iteration);  // this rank's own clock only
+    }
+  }
+  std::map<std::string, double> v;
+  if (!bundle.empty()) v = bundle.resolve(c_.ledger, Site::kBatchedLogRead, *c_.groups.world);
+  if (!eager_stats()) {
+    num_zeros_ = v.count("num_zeros") ? as_reduce_max_stat(v["num_zeros"]) : NAN;
+    params_norm_ = v.count("params_norm") ? v["params_norm"] : NAN;
+    loss_scale_ = v["loss_scale"];
+    if (skipped_ > 0) {
+      nan_ += static_cast<int64_t>(v["nan_count"]);
+      nan_count_.zero_();
+    }
+    const double this_log_point = v["grad_norm"];
+    grad_norm_ = c_.arm.mutated().logged_grad_norm(this_log_point, last_grad_norm_);
+    last_grad_norm_ = this_log_point;
+  }
+  if (!eager_scalars()) lr_ = v["lr"];
+  if (!timers_.deferred()) {
+    std::map<std::string, double> t = timers_.eager_values(in.iteration);
+    v.insert(t.begin(), t.end());
+  }
+  if (v.count("exit")) out.exit_vote = v["exit"] != 0.0;
+  return v;
+}
+
+LogOutputs PerSiteProtocol::training_log(const LogInputs& in) {
+  const bool reset = in.iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
+  accumulate(in);
+  lr_ = in.learning_rate;
+  if (eager_stats()) {
+    grad_norm_ = num_zeros_ = loss_scale_ = params_norm_ = NAN;
+    if (in.grad_norm.defined()) grad_norm_ = reduce_max_stat_eager(c_, Site::kGradNorm, in.grad_norm);
+    if (in.num_zeros.defined() && c_.config.optim.log_num_zeros_in_grad)
+      num_zeros_ = reduce_max_stat_eager(c_, Site::kNumZeros, in.num_zeros);
+    if (in.params_norm.defined()) params_norm_ = c_.read_scalar(Site::kParamsNorm, in.params_norm);
+    loss_scale_ = c_.read_scalar(Site::kLossScale, in.loss_scale);
+  }
+  if (eager_scalars()) lr_ = reduce_max_stat_host(c_, Site::kLearningRate, lr_);
+  if (!in.log_point) return {};
+
+  LogOutputs read;
+  std::map<std::string, double> v = read_log_point(in, read);
+
+  // Loss average over advanced iterations: the read of total / max(1, advanced).
+  ScopedSite scope(site_name(Site::kLossReport));
+  LogValues values;
+  if (has_total_loss_) {
+    const double total = eager_stats() ? c_.read_scalar(Site::kLossReport, total_loss_) : v["loss_total"];
+    values.lm_loss = total / static_cast<double>(std::max<int64_t>(1, advanced_));
+    if (reset) total_loss_ = loss_seed();  // Megatron reseeds the accumulator
+  }
+  values.learning_rate = lr_;
+  values.loss_scale = loss_scale_;
+  values.grad_norm = grad_norm_;
+  values.num_zeros = num_zeros_;
+  values.params_norm = params_norm_;
+  values.elapsed_ms_per_iteration = timers_.elapsed_ms_per_iteration(v);
+  values.skipped = skipped_;
+  values.nan = nan_;
+  LogOutputs out = log_point_outputs(c_, in, values, timers_);
+  out.exit_vote = read.exit_vote;
+  if (reset) {
+    advanced_ = skipped_ = nan_ = 0;
+    has_total_loss_ = false;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<LoopProtocol> make_per_site_protocol(const SiteContext& c, bool instrumented) {
+  return std::make_unique<PerSiteProtocol>(c, instrumented);
+}
+
+}  // namespace loopgate

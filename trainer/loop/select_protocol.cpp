@@ -1,0 +1,27 @@
+// select_protocol (protocol.h): the arm's family picks the protocol, and the arm's mutation may wrap it.
+#include <memory>
+
+#include "trainer/loop/mutation.h"
+#include "trainer/loop/protocol.h"
+
+namespace loopgate {
+
+std::unique_ptr<LoopProtocol> select_protocol(const Arm& arm, const RunConfig& config, Ledger& ledger,
+                                              ProcessGroups& groups, int world_rank, bool instrumented) {
+  const SiteContext c{arm, config, ledger, groups, world_rank};
+  std::unique_ptr<LoopProtocol> chosen;
+  if (arm.on_device) {
+    chosen = make_on_device_protocol(c, instrumented);
+  } else if (arm.one_read) {
+    chosen = make_one_read_protocol(c, instrumented);
+  } else {
+    chosen = make_per_site_protocol(c, instrumented);
+  }
+  return arm.mutated().protocol(std::move(chosen), c);
+}
+
+std::unique_ptr<LoopProtocol> Mutation::protocol(std::unique_ptr<LoopProtocol> chosen, const SiteContext&) const {
+  return chosen;
+}
+
+}  // namespace loopgate
