@@ -74,7 +74,7 @@ std::vector<PassResult> run_layout(const ModelConfig& cfg, const DataConfig& dat
   std::vector<PassResult> out;
   for (int it = 0; it < kIterations; ++it) {
     grads.zero();
-    Batch batch = get_batch(cfg, data, layout, rank, it);
+    Batch batch = make_host_batch(cfg, data, layout, rank, it);
     ForwardBackwardResult fb = forward_backward(schedule, stage, grads, batch, hooks);
     // Every bucket must have been reduced by its grad-ready hook, not by the fallback in finish_grad_sync.
     EXPECT_EQ(grads.buckets_reduced_by_hook(), grads.num_buckets()) << layout.describe() << " rank " << rank;

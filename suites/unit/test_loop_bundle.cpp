@@ -55,7 +55,8 @@ TEST(Bundle, MaxOverRanksKeepsANanThatTheBackendsMaxWouldDrop) {
   ASSERT_EQ(at::fmax(at::full({1}, std::nan("")), at::full({1}, -kInf)).item<double>(), -kInf)
       << "the fake group must drop NaN as NCCL's max does, or this test proves nothing";
   Ledger ledger;
-  auto v = b.resolve(ledger, Site::kBatchedLogRead, peer);
+  auto read = make_async_read(ledger, Site::kBatchedLogRead, {}, {}, 0);
+  auto v = b.resolve(*read, peer);
   EXPECT_TRUE(std::isnan(v["loss_total"])) << "a NaN loss became " << v["loss_total"];
   EXPECT_EQ(v["grad_norm"], 3.0);
   EXPECT_EQ(peer.calls(), 1) << "the NaN flag must ride in the same collective";
@@ -68,7 +69,8 @@ TEST(Bundle, MaxOverRanksIsUnchangedWithoutNan) {
   b.add_absent("b");
   FmaxPeerComm peer(at::tensor({-kInf, 7.25}, at::kDouble));
   Ledger ledger;
-  auto v = b.resolve(ledger, Site::kBatchedLogRead, peer);
+  auto read = make_async_read(ledger, Site::kBatchedLogRead, {}, {}, 0);
+  auto v = b.resolve(*read, peer);
   EXPECT_EQ(v["a"], 1.5);
   EXPECT_EQ(v["b"], 7.25);
 }

@@ -50,11 +50,11 @@ TEST(ModelInit, LayerNormOnesBiasesZero) {
 TEST(ModelData, GlobalBatchIndependentOfDataParallelDegree) {
   ModelConfig cfg;
   DataConfig data{2, 8, 99};
-  Batch one = get_batch(cfg, data, Layout::build(1, {}), 0, 5);
+  Batch one = make_host_batch(cfg, data, Layout::build(1, {}), 0, 5);
   ASSERT_EQ(one.microbatches.size(), 4u);
   Layout dp2 = Layout::build(2, {});
   for (int r = 0; r < 2; ++r) {
-    Batch b = get_batch(cfg, data, dp2, r, 5);
+    Batch b = make_host_batch(cfg, data, dp2, r, 5);
     ASSERT_EQ(b.microbatches.size(), 2u);
     for (int m = 0; m < 2; ++m) {
       EXPECT_TRUE(at::equal(b.microbatches[m].tokens, one.microbatches[2 * r + m].tokens));

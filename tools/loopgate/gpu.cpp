@@ -66,6 +66,13 @@ void add_gpu_flags(CLI::App* run, GpuFlags& f) {
   run->add_option("--cuda-graph", f.cuda_graph,
                   "iteration: capture one non-log iteration of an arm that reads nothing between log points "
                   "(zerosync) as a CUDA graph and replay it at every later non-log iteration (--device cuda)");
+  run->add_option("--async-emulation", f.async_emulation,
+                  "SEED: the CPU as a device that runs behind: an asynchronous read's copy lands at its wait (or, "
+                  "seeded, at once) and its buffer holds NaN until then; timer events lag 0..3 log windows "
+                  "(--device cpu; docs/checks.md races)");
+  run->add_option("--stress", f.stress,
+                  "SEED: before each asynchronous read's copy its pinned buffer is poisoned and the stream spins a "
+                  "seeded, rank-asymmetric 1..4 ms, so the host runs far ahead (--device cuda; docs/checks.md races)");
 }
 
 void apply_gpu_flags(const GpuFlags& f, RunConfig& c) {
@@ -86,6 +93,17 @@ void apply_gpu_flags(const GpuFlags& f, RunConfig& c) {
     LG_INPUT_CHECK(f.capture_probe.empty(), "--cuda-graph {} and --capture-probe {}: one at a time", f.cuda_graph,
                    f.capture_probe);
     c.cuda_graph_iteration = true;
+  }
+  if (f.async_emulation) {
+    LG_INPUT_CHECK(*f.async_emulation >= 0, "--async-emulation {}: the seed must be >= 0", *f.async_emulation);
+    LG_INPUT_CHECK(f.device == "cpu", "--async-emulation {}: emulates on CPU what a GPU does for real (--device cpu)",
+                   *f.async_emulation);
+    c.async_emulation = {true, static_cast<uint64_t>(*f.async_emulation)};
+  }
+  if (f.stress) {
+    LG_INPUT_CHECK(*f.stress >= 0, "--stress {}: the seed must be >= 0", *f.stress);
+    LG_INPUT_CHECK(f.device == "cuda", "--stress {}: needs --device cuda (on CPU: --async-emulation)", *f.stress);
+    c.stress = {true, static_cast<uint64_t>(*f.stress)};
   }
   if (!f.capture_probe.empty()) {
     LG_INPUT_CHECK(f.device == "cuda", "--capture-probe {}: needs --device cuda (CUDA graphs)", f.capture_probe);

@@ -4,6 +4,7 @@
 // --capture-probe (one region of one iteration captured into a CUDA graph; the verdict printed per rank),
 // --profile (the counter's profile mode: per iteration device busy, idle and sync-starved time; docs/profile.md).
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct GpuFlags {
   bool profile = false;       // CUPTI activity records -> launch starvation per iteration (--device cuda)
   std::string capture_probe;  // REGION[@ITERATION]: CUDA-graph capture probe (trainer/capture/capture.h)
   std::string cuda_graph;     // "iteration": replay non-log iterations of a zero-read arm as one CUDA graph
+  std::optional<int64_t> async_emulation;  // SEED: CPU copies and events land late (trainer/measure/async_copy.h)
+  std::optional<int64_t> stress;           // SEED: GPU reads poisoned and delayed behind sleep kernels
 };
 GpuFlags& gpu_flags();  // the process's parsed flags
 

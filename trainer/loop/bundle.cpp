@@ -33,7 +33,7 @@ void Bundle::add_host(const std::string& key, double value) {
 
 void Bundle::add_absent(const std::string& key) { add_host(key, -std::numeric_limits<double>::infinity()); }
 
-at::Tensor Bundle::packed(Ledger& ledger) const {
+at::Tensor Bundle::packed() const {
   // Consecutive device values of one dtype are joined, then cast to double once; host runs are uploaded.
   std::vector<at::Tensor> t, run;
   auto flush = [&] {
@@ -44,7 +44,7 @@ at::Tensor Bundle::packed(Ledger& ledger) const {
   for (const Part& p : parts_) {
     if (!p.device.defined()) {
       flush();
-      t.push_back(ledger.upload_pinned(p.host, on_run_device(at::kDouble)));
+      t.push_back(upload(p.host, on_run_device(at::kDouble)));
       continue;
     }
     if (!run.empty() && run.back().scalar_type() != p.device.scalar_type()) flush();
@@ -54,8 +54,8 @@ at::Tensor Bundle::packed(Ledger& ledger) const {
   return t.size() == 1 ? t[0] : at::cat(t);
 }
 
-std::map<std::string, double> Bundle::resolve(Ledger& ledger, Site site, Comm& world, bool reduce) {
-  at::Tensor packed = this->packed(ledger);
+std::map<std::string, double> Bundle::resolve(AsyncRead& read, Comm& world, bool reduce) {
+  at::Tensor packed = this->packed();
   if (reduce) {
     // The MAX must keep a NaN (a NaN loss is what the baseline logs). NCCL's max drops a NaN against -inf (on
     // 2 x H200, pp2: a NaN loss on the last stage was logged as -inf), Open MPI's keeps it; so a NaN rides as the
@@ -65,7 +65,9 @@ std::map<std::string, double> Bundle::resolve(Ledger& ledger, Site site, Comm& w
                             -std::numeric_limits<double>::infinity());
     world.all_reduce(packed, ReduceOp::kMax);
   }
-  std::vector<double> host = ledger.read(site, packed);
+  read.issue(packed);
+  read.wait();
+  std::vector<double> host = read.values();
   for (double& x : host)
     if (x == kNanInTheMax) x = std::numeric_limits<double>::quiet_NaN();
   std::map<std::string, double> out;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/measure/ledger.h"
+#include "trainer/measure/async_copy.h"
 #include "trainer/parallel/comm.h"
 
 namespace loopgate {
@@ -26,9 +26,10 @@ class Bundle {
   void add_host(const std::string& key, double value);
   void add_absent(const std::string& key);
   bool empty() const { return keys_.empty(); }
-  // One all-reduce (MAX over `world`) unless `reduce` is false, then one read at `site`.
-  std::map<std::string, double> resolve(Ledger& ledger, Site site, Comm& world, bool reduce = true);
-  at::Tensor packed(Ledger& ledger) const;  // [n] double on the run's device, in the order added
+  // One all-reduce (MAX over `world`) unless `reduce` is false, then one read through `read` (its issue, its
+  // wait, its values: async_copy.h).
+  std::map<std::string, double> resolve(AsyncRead& read, Comm& world, bool reduce = true);
+  at::Tensor packed() const;  // [n] double on the run's device, in the order added
   const std::vector<std::string>& keys() const { return keys_; }
 
  private:

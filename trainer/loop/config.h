@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "trainer/capture/capture.h"
+#include "trainer/measure/async_copy.h"
 #include "trainer/loop/rerun.h"
 #include "trainer/model/config.h"
 #include "trainer/optim/adam.h"
@@ -70,6 +71,12 @@ struct RunConfig {
     uint64_t seed = 0;
     int max_windows = 0;
   } event_lag;
+  // --async-emulation: on CPU, asynchronous reads land late (at their wait or, seeded, at their issue) and hold
+  // NaN until then, and the timers' events lag 0..3 log windows (event_lag): a read or a timer that does not wait
+  // for its copy or event sees poison, as it would on a device that runs behind (async_copy.h).
+  AsyncEmulation async_emulation;
+  // --stress (GPU): each asynchronous read's buffer poisoned and its copy delayed behind a seeded sleep kernel.
+  DeviceStress stress;
   bool param_checksums = false;            // a parameter checksum before and after each step (a Trace or gate)
   bool count_launches = false;             // operators dispatched per site per iteration (OpCounter; --syncs, gates)
   // Called on the last rank at each log point with the Megatron line (print_rank_last), as it is made.

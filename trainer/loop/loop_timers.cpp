@@ -25,9 +25,12 @@ LoopTimers::LoopTimers(const Arm& arm, const RunConfig& config, Ledger& ledger, 
   // CPU "device events" complete with a lag of two later events, as queued device work would: reports are
   // lagged, and the first report has to wait once (what the CUDA-event timer does on a GPU). With
   // RunConfig::event_lag the CPU device instead runs a seeded random 0..N log windows behind the host.
-  if (config.event_lag.max_windows > 0) {
-    auto lag = std::make_unique<WindowLagEventSource>(&clock_, config.event_lag.seed ^ static_cast<uint64_t>(world_rank),
-                                                      config.event_lag.max_windows);
+  // --async-emulation lags the events too (0..3 windows), unless the run names its own lag.
+  RunConfig::EventLag lagging = config.event_lag;
+  if (lagging.max_windows == 0 && config.async_emulation.on) lagging = {config.async_emulation.seed, 3};
+  if (lagging.max_windows > 0) {
+    auto lag = std::make_unique<WindowLagEventSource>(&clock_, lagging.seed ^ static_cast<uint64_t>(world_rank),
+                                                      lagging.max_windows);
     lag_ = lag.get();
     events_ = std::move(lag);
   } else {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "trainer/timers/timers.h"
+#include "trainer/measure/async_copy.h"
 #include "trainer/optim/adam.h"
 #include "trainer/parallel/comm.h"
 
@@ -35,6 +36,8 @@ class Mutation {
   virtual void schedule(Schedule&) const {}
   // How a masked optimizer step writes its tensors (empty: in place by the select).
   virtual Adam::MaskedWrite masked_write() const { return {}; }
+  // The asynchronous read a protocol's batched read goes through (async_copy.h): issue, wait, values.
+  virtual std::unique_ptr<AsyncRead> log_read(std::unique_ptr<AsyncRead> made) const { return made; }
 
   // ---- the sites ----
   // A deferred NaN check banks its value (judged at the rerun decision).

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "trainer/common/device.h"
+#include "trainer/loop/mutation.h"
 
 namespace loopgate {
 
@@ -14,6 +15,11 @@ ProtocolBase::ProtocolBase(const SiteContext& c, bool instrumented)
 }
 
 ProtocolBase::~ProtocolBase() = default;
+
+std::unique_ptr<AsyncRead> ProtocolBase::make_log_read(Site site) const {
+  const RunConfig& r = c_.config;
+  return c_.arm.mutated().log_read(make_async_read(c_.ledger, site, r.async_emulation, r.stress, c_.rank));
+}
 
 bool ProtocolBase::exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) {
   return exit_.vote(iteration, log_point, log.exit_vote);

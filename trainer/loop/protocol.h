@@ -102,6 +102,9 @@ class ProtocolBase : public LoopProtocol {
   TimerSummary finish() override { return timers_.finish(); }
 
  protected:
+  // The family's batched read at `site`, through the arm's mutation (async_copy.h).
+  std::unique_ptr<AsyncRead> make_log_read(Site site) const;
+
   SiteContext c_;
   LoopTimers timers_;
   NanCheckSite nan_check_;

@@ -23,7 +23,8 @@ at::Tensor any_nonfinite(const at::Tensor& x) { return x.mul(0).ne(0); }
 
 class OnDeviceProtocol final : public ProtocolBase {
  public:
-  using ProtocolBase::ProtocolBase;
+  OnDeviceProtocol(const SiteContext& c, bool instrumented)
+      : ProtocolBase(c, instrumented), log_read_(make_log_read(Site::kBatchedLogRead)) {}
 
   bool reads_between_log_points() const override { return false; }
   void begin_segment(const std::function<std::vector<double>()>& lr_table, int64_t steps_done,
@@ -48,6 +49,7 @@ class OnDeviceProtocol final : public ProtocolBase {
   at::Tensor lr_table_, lr_now_, steps_done_, slot_, fault_now_;
   at::Tensor log_state_, codes_, aborted_;
   at::Tensor total_loss_;
+  std::unique_ptr<AsyncRead> log_read_;
   int64_t window_begin_ = 0;  // 0-based first iteration of the window since the last log point
   int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
 };
@@ -57,7 +59,7 @@ void OnDeviceProtocol::begin_segment(const std::function<std::vector<double>()>&
   // Values that reach the device from the host without a read: the table in one pinned upload, the counters as
   // kernel arguments (full). Everything below is allocated here, once, and only written in place afterwards.
   const int64_t k = c_.config.log_interval;
-  lr_table_ = c_.ledger.upload_pinned(lr_table(), on_run_device(at::kFloat));
+  lr_table_ = upload(lr_table(), on_run_device(at::kFloat));
   steps_done_ = at::full({1}, steps_done, on_run_device(at::kLong));
   lr_now_ = lr_table_.index_select(0, steps_done_);
   slot_ = at::zeros({1}, on_run_device(at::kLong));
@@ -152,7 +154,7 @@ LogOutputs OnDeviceProtocol::training_log(const LogInputs& in) {
   if (c_.config.optim.log_num_zeros_in_grad && in.num_zeros.defined()) bundle.add("num_zeros", in.num_zeros);
   timers_.add_deferred_values(bundle, in.iteration);
   if (exit_.on()) bundle.add_host("exit", exit_.local_flag(in.iteration) ? 1.0 : 0.0);
-  std::map<std::string, double> v = bundle.resolve(c_.ledger, Site::kBatchedLogRead, *c_.groups.world);
+  std::map<std::string, double> v = bundle.resolve(*log_read_, *c_.groups.world);
 
   LogOutputs window;
   read_window(v, in.iteration, window);

@@ -16,7 +16,8 @@ namespace {
 
 class OneReadProtocol final : public ProtocolBase {
  public:
-  OneReadProtocol(const SiteContext& c, bool instrumented) : ProtocolBase(c, instrumented) {
+  OneReadProtocol(const SiteContext& c, bool instrumented)
+      : ProtocolBase(c, instrumented), read_once_(make_log_read(Site::kOnesyncRead)) {
     LG_INPUT_CHECK(timers_.deferred(), "arm '{}': one read per iteration needs deferred timers", c.arm.name);
   }
 
@@ -29,7 +30,7 @@ class OneReadProtocol final : public ProtocolBase {
     if (log_point && exit_.on()) pre.add_host("exit", exit_.local_flag(iteration + 1) ? 1.0 : 0.0);
     if (log_point) timers_.add_deferred_values(pre, iteration + 1);
     keys_ = pre.keys();
-    packed_ = pre.packed(c_.ledger);
+    packed_ = pre.packed();
     c_.groups.world->all_reduce(packed_, ReduceOp::kMax);
     StepGate gate;
     gate.mask = packed_.narrow(0, 0, 1).gt(0);
@@ -51,7 +52,7 @@ class OneReadProtocol final : public ProtocolBase {
       if (in.params_norm.defined()) all.add("params_norm", in.params_norm);
       all.add("loss_scale", in.loss_scale);
     }
-    read_ = all.resolve(c_.ledger, Site::kOnesyncRead, *c_.groups.world, /*reduce=*/false);
+    read_ = all.resolve(*read_once_, *c_.groups.world, /*reduce=*/false);
     StepVerdict v;
     v.decision = rerun.decide(read_.at("vote"));
     v.update_successful = read_.at("update_successful") != 0.0 && v.decision->proceed();
@@ -66,6 +67,7 @@ class OneReadProtocol final : public ProtocolBase {
     return it == read_.end() ? NAN : it->second;
   }
 
+  std::unique_ptr<AsyncRead> read_once_;
   std::vector<std::string> keys_;
   at::Tensor packed_;
   std::map<std::string, double> read_;  // this iteration's one read

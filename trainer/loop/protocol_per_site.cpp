@@ -20,7 +20,7 @@ namespace {
 class PerSiteProtocol final : public ProtocolBase {
  public:
   PerSiteProtocol(const SiteContext& c, bool instrumented)
-      : ProtocolBase(c, instrumented), decision_(c), update_(c) {}
+      : ProtocolBase(c, instrumented), decision_(c), update_(c), log_read_(make_log_read(Site::kBatchedLogRead)) {}
 
   StepGate before_step(RerunStateMachine& rerun, int64_t, bool) override {
     StepGate gate;
@@ -47,6 +47,7 @@ class PerSiteProtocol final : public ProtocolBase {
 
   RerunDecisionSite decision_;
   UpdateSuccessfulSite update_;
+  std::unique_ptr<AsyncRead> log_read_;
   // Megatron's total_loss_dict: the loss sum on the device, the iteration counters on the host.
   at::Tensor total_loss_;
   bool has_total_loss_ = false;
@@ -104,7 +105,7 @@ std::map<std::string, double> PerSiteProtocol::read_log_point(const LogInputs& i
     }
   }
   std::map<std::string, double> v;
-  if (!bundle.empty()) v = bundle.resolve(c_.ledger, Site::kBatchedLogRead, *c_.groups.world);
+  if (!bundle.empty()) v = bundle.resolve(*log_read_, *c_.groups.world);
   if (!eager_stats()) {
     num_zeros_ = v.count("num_zeros") ? as_reduce_max_stat(v["num_zeros"]) : NAN;
     params_norm_ = v.count("params_norm") ? v["params_norm"] : NAN;

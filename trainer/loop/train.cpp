@@ -21,6 +21,7 @@
 #include "trainer/measure/op_counter.h"
 #include "trainer/timers/timers.h"
 #include "trainer/loop/mutation.h"
+#include "trainer/measure/async_copy.h"
 #include "trainer/loop/protocol.h"
 #include "trainer/model/gpt.h"
 #include "trainer/optim/clip_grads.h"
@@ -76,6 +77,18 @@ uint64_t params_checksum(Loop& L) {
   std::vector<at::Tensor> values;
   for (const Param& p : L.stage.params) values.push_back(p.value);
   return L.ledger.checksum(values);  // a diagnostic read of the Trace, not a loop site
+}
+
+// Megatron's get_batch: the host batch, then one pinned, non-blocking copy per tensor — no host sync. (A plain
+// .to(cuda) from pageable memory is a copy plus a stream synchronize: 8 unledgered syncs per iteration, caught by
+// CUPTI.)
+Batch get_batch(const Loop& L, int64_t iteration) {
+  Batch b = make_host_batch(L.cfg.model, L.cfg.data, L.layout, L.rank, iteration);
+  for (Microbatch& m : b.microbatches) {
+    m.tokens = upload(m.tokens, L.cfg.model.device);
+    m.labels = upload(m.labels, L.cfg.model.device);
+  }
+  return b;
 }
 
 // ---- the grad-ready and loss hooks: fault injection, then the NaN check site ----
@@ -257,7 +270,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
 
   // ==== TRAINING SECTION: the numerics path, identical for every arm ====
   timer_start(L, "forward-backward");
-  const Batch batch = staged ? *staged : get_batch(L.cfg.model, L.cfg.data, L.layout, L.rank, iteration);
+  const Batch batch = staged ? *staged : get_batch(L, iteration);
   ForwardBackwardResult fb;
   region(L, iteration, "forward_backward", [&] {
     L.buffer->zero();
@@ -319,14 +332,14 @@ bool replays_as_graph(const Loop& L, int64_t iteration, bool log_point) {
 // The graph reads its batch from static buffers: each replay's batch is copied in first, outside the graph
 // (get_batch's pinned host-to-device copy, then one device copy per tensor).
 void stage_batch(Loop& L, int64_t iteration) {
-  Batch b = get_batch(L.cfg.model, L.cfg.data, L.layout, L.rank, iteration);
+  Batch b = get_batch(L, iteration);
   if (L.static_batch.microbatches.empty()) {
     L.static_batch = std::move(b);
     return;
   }
   for (size_t m = 0; m < b.microbatches.size(); ++m) {
-    L.static_batch.microbatches[m].tokens.copy_(b.microbatches[m].tokens, /*non_blocking=*/true);
-    L.static_batch.microbatches[m].labels.copy_(b.microbatches[m].labels, /*non_blocking=*/true);
+    L.static_batch.microbatches[m].tokens.copy_(b.microbatches[m].tokens);  // device to device: never blocks
+    L.static_batch.microbatches[m].labels.copy_(b.microbatches[m].labels);
   }
 }
 
@@ -594,6 +607,7 @@ RunResult TrainSession::finish() {
   Loop& L = impl_->L;
   if (!impl_->captured_stop) finish_protocol(L);
   if (L.graph) L.result.graph = L.graph->report();
+  L.result.async_races = L.ledger.async_races();
   OpCounter::instance().set_enabled(false);
   return std::move(L.result);
 }

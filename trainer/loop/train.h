@@ -35,6 +35,8 @@ struct RunResult {
   // zerosync: an abort verdict reaches the host at the next log point; the iterations it ran past the fault
   // (every step masked) — the arm's one behavioural difference from the baseline, which stops at the fault.
   int64_t iterations_past_fault = 0;
+  // --async-emulation: asynchronous reads issued into their buffer before the last copy landed (async_copy.h).
+  int64_t async_races = 0;
 };
 
 // Runs `config.train_iters` iterations of `arm` on this rank. `groups` come from make_*_groups for the layout.

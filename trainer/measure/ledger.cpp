@@ -93,16 +93,19 @@ at::Tensor Ledger::device_tensor(Site site, const std::vector<double>& values, c
   return host.to(options.device(), dtype);
 }
 
-at::Tensor Ledger::upload_pinned(const std::vector<double>& values, const at::TensorOptions& options) {
-  OpCounter::Suspend host_side;  // built on the host; the copy engine moves it
-  const at::ScalarType dtype = options.has_dtype() ? options.dtype().toScalarType() : at::kDouble;
-  at::Tensor host = at::tensor(values, at::TensorOptions().dtype(at::kDouble)).to(dtype);
-  if (!options.device().is_cuda()) return host;
-  // Pinned, so the copy is asynchronous; LibTorch's host allocator keeps the buffer until the copy is done.
-  return host.pin_memory().to(options.device(), /*non_blocking=*/true);
+void Ledger::record_sync(Site site) { note(site, 0, ReadRecord::Kind::kSync); }
+
+void Ledger::record_read(Site site, int64_t numel) { note(site, numel, ReadRecord::Kind::kRead); }
+
+void Ledger::record_async_race() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++async_races_;
 }
 
-void Ledger::record_sync(Site site) { note(site, 0, ReadRecord::Kind::kSync); }
+int64_t Ledger::async_races() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return async_races_;
+}
 
 void Ledger::begin_iteration(int64_t iteration) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -65,11 +65,13 @@ class Ledger {
   // so it counts one read at `site`. Shape [1]. device_tensor: the same for several values, shape [n].
   at::Tensor device_scalar(Site site, double value, const at::TensorOptions& options);
   at::Tensor device_tensor(Site site, const std::vector<double>& values, const at::TensorOptions& options);
-  // Host values to the device in one pinned, non-blocking copy: no read, no sync, no kernel (the copy engine),
-  // so nothing is counted. [n] with `options`' dtype and device (CPU: just the tensor).
-  at::Tensor upload_pinned(const std::vector<double>& values, const at::TensorOptions& options);
   // A bare device synchronize (Megatron's torch.cuda.synchronize() in Timer.start/stop): counts one at `site`.
   void record_sync(Site site);
+  // The wait of an asynchronous read of `numel` values (async_copy.h): counts one read at `site`.
+  void record_read(Site site, int64_t numel);
+  // --async-emulation: an asynchronous read issued into its buffer before the last copy landed (async_copy.h).
+  void record_async_race();
+  int64_t async_races() const;
 
   void begin_iteration(int64_t iteration);
   int64_t iteration() const;
@@ -104,6 +106,7 @@ class Ledger {
   std::map<int64_t, std::map<Site, int64_t>> counts_;
   std::vector<ReadRecord> records_;
   int64_t diagnostic_reads_ = 0;
+  int64_t async_races_ = 0;
 };
 
 // FNV-1a 64 (over 8-byte words, then tail bytes) of each tensor (made contiguous, on the host), in order; also

@@ -15,13 +15,6 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Megatron's get_batch: pinned host batch, .cuda(non_blocking=True) — no host sync. (A plain .to(cuda) from
-// pageable memory is a copy plus a stream synchronize: 8 unledgered syncs per iteration, caught by CUPTI.)
-at::Tensor to_device(const at::Tensor& host, c10::Device device) {
-  if (device.is_cpu()) return host;
-  return host.pin_memory().to(device, /*non_blocking=*/true);
-}
-
 }  // namespace
 
 at::Tensor mock_sample(const ModelConfig& cfg, const DataConfig& data, int64_t iteration, int64_t sample) {
@@ -32,8 +25,8 @@ at::Tensor mock_sample(const ModelConfig& cfg, const DataConfig& data, int64_t i
   return at::randint(cfg.vocab, {cfg.seq + 1}, gen, at::TensorOptions().dtype(at::kLong));
 }
 
-Batch get_batch(const ModelConfig& cfg, const DataConfig& data, const Layout& layout, int world_rank,
-                int64_t iteration) {
+Batch make_host_batch(const ModelConfig& cfg, const DataConfig& data, const Layout& layout, int world_rank,
+                      int64_t iteration) {
   const int m_count = num_microbatches(data, layout);
   const int64_t per_dp = data.global_batch / layout.dp();
   const int64_t first = layout.coord(world_rank).dp * per_dp;
@@ -43,9 +36,7 @@ Batch get_batch(const ModelConfig& cfg, const DataConfig& data, const Layout& la
     for (int j = 0; j < data.micro_batch; ++j)
       samples.push_back(mock_sample(cfg, data, iteration, first + m * data.micro_batch + j));
     at::Tensor seqs = at::stack(samples, 1);  // [s+1, b]
-    batch.microbatches.push_back(
-        {to_device(seqs.narrow(0, 0, cfg.seq).contiguous(), cfg.device),
-         to_device(seqs.narrow(0, 1, cfg.seq).contiguous(), cfg.device)});
+    batch.microbatches.push_back({seqs.narrow(0, 0, cfg.seq).contiguous(), seqs.narrow(0, 1, cfg.seq).contiguous()});
   }
   return batch;
 }

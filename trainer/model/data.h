@@ -25,9 +25,10 @@ struct Batch {
 // seq + 1 token ids in [0, vocab) of global sample `sample` at iteration `iteration`.
 at::Tensor mock_sample(const ModelConfig& cfg, const DataConfig& data, int64_t iteration, int64_t sample);
 
-// This rank's microbatches for one iteration (every stage builds them; only the first uses tokens and only
-// the last labels).
-Batch get_batch(const ModelConfig& cfg, const DataConfig& data, const Layout& layout, int world_rank,
-                int64_t iteration);
+// This rank's microbatches for one iteration, on the host (every stage builds them; only the first uses tokens
+// and only the last labels). The loop moves them to the device (Megatron's get_batch: pinned, non-blocking;
+// trainer/measure/async_copy.h upload).
+Batch make_host_batch(const ModelConfig& cfg, const DataConfig& data, const Layout& layout, int world_rank,
+                      int64_t iteration);
 
 }  // namespace loopgate

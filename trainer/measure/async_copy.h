@@ -1,0 +1,58 @@
+// The one path for host <-> device copies that do not block. Each read owns its pinned host buffer and the event
+// that guards it: issue() starts a non-blocking device-to-host copy into the buffer and records the event; wait()
+// waits on the event (the host read, counted in the Ledger at the read's site); values() reads the buffer, right
+// only after the wait. upload() stages host values in pinned memory and copies them without a wait: stream order
+// guards every device consumer, and LibTorch's host allocator keeps the staging buffer until its copy is done.
+// The source scan (loop_code) rejects a non-blocking copy or a pinned buffer anywhere else in trainer/.
+//
+// A CPU rank copies synchronously, so a read that skips its wait is right by luck. --async-emulation
+// (AsyncEmulation) makes the CPU behave as a device that runs behind: a read's copy lands at its wait or, seeded, at
+// its issue, never earlier; until it lands the buffer holds a NaN poison, and an issue into a buffer whose copy has
+// not landed is recorded as a race (Ledger::async_races). The timers' events get the same treatment from
+// RunConfig::event_lag.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "trainer/measure/ledger.h"
+
+namespace loopgate {
+
+struct AsyncEmulation {
+  bool on = false;
+  uint64_t seed = 0;  // with the rank and the site: which copies land at their issue
+};
+
+// --stress on a GPU: before each read's copy the buffer is poisoned (NaN) and the stream spins a seeded,
+// rank-asymmetric 1..4 ms (ATen's CUDA sleep kernel), so the host runs far ahead of the copy it issued.
+struct DeviceStress {
+  bool on = false;
+  uint64_t seed = 0;
+};
+
+class AsyncRead {
+ public:
+  virtual ~AsyncRead() = default;
+  virtual void issue(const at::Tensor& values) = 0;  // any dtype, read as double; [n] on the run's device
+  virtual void wait() = 0;                           // blocks until the copy landed; counts the read
+  virtual std::vector<double> values() const = 0;    // the buffer as it is now
+};
+
+// A read at `site`: pinned memory and a CUDA event on a GPU run, a plain buffer on CPU (emulated when asked).
+std::unique_ptr<AsyncRead> make_async_read(Ledger& ledger, Site site, const AsyncEmulation& emulation,
+                                           const DeviceStress& stress, int rank);
+
+// Host values (or a host tensor) on the device with `options`' dtype: one pinned, non-blocking copy (no read, no
+// sync, no kernel: nothing is counted). CPU: the values as a CPU tensor.
+at::Tensor upload(const std::vector<double>& values, const at::TensorOptions& options);
+at::Tensor upload(const at::Tensor& host, c10::Device device);
+
+#if LOOPGATE_HAS_CUDA
+// The GPU form (async_copy_cuda.cpp).
+std::unique_ptr<AsyncRead> make_cuda_async_read(Ledger& ledger, Site site, const DeviceStress& stress, uint64_t seed);
+#endif
+
+}  // namespace loopgate
