@@ -60,7 +60,8 @@ if(LOOPGATE_CUDA)
   target_sources(loopgate_trainer PRIVATE ${LOOPGATE_CUPTI_SOURCES}
                  ${PROJECT_SOURCE_DIR}/trainer/parallel/comm_nccl.cpp
                  ${PROJECT_SOURCE_DIR}/trainer/timers/device_cuda.cpp
-                 ${PROJECT_SOURCE_DIR}/trainer/capture/capture_cuda.cpp)
+                 ${PROJECT_SOURCE_DIR}/trainer/capture/capture_cuda.cpp
+                 ${PROJECT_SOURCE_DIR}/trainer/measure/async_copy_cuda.cpp)
   target_include_directories(loopgate_trainer PUBLIC ${CUDAToolkit_INCLUDE_DIRS} ${LOOPGATE_NCCL_INCLUDE})
   target_link_libraries(loopgate_trainer PUBLIC CUDA::cupti CUDA::cuda_driver CUDA::cudart ${LOOPGATE_NCCL_LIBRARY})
   target_compile_definitions(loopgate_trainer PUBLIC LOOPGATE_HAS_CUDA=1)
