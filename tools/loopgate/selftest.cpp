@@ -58,6 +58,7 @@ std::string defect_fixture(const PlantedDefect& d) { return d.fixture.empty() ? 
 // Whether a defect can run here: a GPU-only one needs --device cuda, and on a GPU its fixture's ranks must fit.
 std::string why_not_run(const PlantedDefect& d, const SelftestOptions& o, const std::string& fixture, int gpus) {
   if (d.gpu_only && o.device != "cuda") return "not run (GPU only)";
+  if (d.cpu_only && o.device == "cuda") return "not run (CPU emulation only)";
   if (o.device == "cuda" && find_fixture(fixture).world > gpus)
     return fmt::format("not run (needs {} GPUs)", find_fixture(fixture).world);
   return "";
@@ -142,7 +143,9 @@ bool run_defects(const SelftestOptions& o, const std::vector<const PlantedDefect
     if (r.outcome.empty()) {
       runnable_defects.push_back(d);
     } else {
-      r.by = d->gpu_only ? "suites/gpu/test_gpu_loop.cpp on a GPU runner (--device cuda)" : "a runner with more GPUs";
+      r.by = d->gpu_only   ? "suites/gpu/test_gpu_loop.cpp on a GPU runner (--device cuda)"
+             : d->cpu_only ? "the CPU selftest (--device cpu): a GPU's one stream rules it out"
+                           : "a runner with more GPUs";
       by_defect.emplace(d, r);
     }
   }
