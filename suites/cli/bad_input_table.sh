@@ -74,6 +74,8 @@ row 0 "--inject: fault spec 'iter=x,site=loss': field 'iter': 'x' is not an inte
 row 0 "--capture-probe forward_backward@2: needs --device cuda" run --capture-probe forward_backward@2
 row 0 "--cuda-graph iteration: needs --device cuda" run --cuda-graph iteration --arm zerosync --log-interval 4
 row 0 "--cuda-graph 'whole': must be iteration" run --cuda-graph whole
+row 0 "--stress 1: needs --device cuda" run --stress 1
+row 0 "--async-emulation 3: emulates on CPU" run --async-emulation 3 --device cuda
 row 0 "--cuda-graph iteration with --dynamic-loss-scale" run --cuda-graph iteration --dynamic-loss-scale --arm zerosync --log-interval 4
 row 0 "--cuda-graph iteration: needs --device cuda" ab --arms baseline,zerosync --cuda-graph iteration
 row 0 "--device cuda: this loopgate was built without the GPU tier" run --device cuda  # the CPU build (label cpu)

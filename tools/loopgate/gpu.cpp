@@ -67,12 +67,13 @@ void add_gpu_flags(CLI::App* run, GpuFlags& f) {
                   "iteration: capture one non-log iteration of an arm that reads nothing between log points "
                   "(zerosync) as a CUDA graph and replay it at every later non-log iteration (--device cuda)");
   run->add_option("--async-emulation", f.async_emulation,
-                  "SEED: the CPU as a device that runs behind: an asynchronous read's copy lands at its wait (or, "
-                  "seeded, at once) and its buffer holds NaN until then; timer events lag 0..3 log windows "
-                  "(--device cpu; docs/checks.md races)");
+                  "SEED >= 0: the CPU as a device that runs behind: an asynchronous read's copy lands at its wait "
+                  "(or, seeded, at once) and its buffer holds NaN until then; timer events lag up to three log "
+                  "windows (--device cpu; docs/checks.md races)");
   run->add_option("--stress", f.stress,
-                  "SEED: before each asynchronous read's copy its pinned buffer is poisoned and the stream spins a "
-                  "seeded, rank-asymmetric 1..4 ms, so the host runs far ahead (--device cuda; docs/checks.md races)");
+                  "SEED >= 0: before each asynchronous read's copy its pinned buffer is poisoned and the stream spins "
+                  "a seeded, rank-asymmetric one to four ms, so the host runs far ahead (--device cuda; "
+                  "docs/checks.md races)");
 }
 
 void apply_gpu_flags(const GpuFlags& f, RunConfig& c) {
