@@ -166,8 +166,8 @@ bool run_defects(const SelftestOptions& o, const std::vector<const PlantedDefect
   std::printf("(%zu launches; a defect's seconds are its launch's, shared by the defects of that fixture)\n",
               launches.size());
   const double score = runnable ? 100.0 * rejected / runnable : 0.0;
-  std::printf("\nmutation score: %d of %d runnable defects rejected (%.0f %%); %zu not run here (GPU only, or more "
-              "GPUs than visible): %s\n", rejected, runnable, score, defects.size() - static_cast<size_t>(runnable),
+  std::printf("\nmutation score: %d of %d runnable defects rejected (%.0f %%); %zu not run here (GPU only, CPU "
+              "emulation only, or more GPUs than visible): %s\n", rejected, runnable, score, defects.size() - static_cast<size_t>(runnable),
               rejected == runnable ? "OK" : "FAILED");
   j["rejected"] = rejected;
   j["runnable"] = runnable;
