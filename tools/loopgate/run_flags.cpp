@@ -34,6 +34,9 @@ void add_run_flags(CLI::App* run, RunFlags& f) {
   run->add_option("--trace", f.trace, "write the Trace (all ranks) as JSON to FILE (checked writable first)");
   run->add_flag("--syncs", f.syncs, "print host reads per site per iteration");
   run->add_flag("--quiet", f.quiet, "no Megatron log lines");
+  run->add_flag("--check-collectives", f.check_collectives,
+                "before every collective the group's ranks agree on a fingerprint: a rank that skips or reorders one "
+                "is named at its next collective instead of hanging (one small all-gather and host read each)");
   run->add_option("--tensor-model-parallel-size", f.tp, ">= 1, divides heads, vocab and the ranks / pp");
   run->add_option("--pipeline-model-parallel-size", f.pp, ">= 1, divides layers and the ranks / tp");
   run->add_flag("--sequence-parallel", f.sp, "sequence parallel (seq length divisible by tp)");
@@ -160,6 +163,7 @@ RunOptions to_run_options(const RunFlags& f) {
   o.arm = f.arm;
   o.trace_path = f.trace.value_or("");
   o.syncs = f.syncs;
+  c.check_collectives = f.check_collectives;
   o.quiet = f.quiet;
   auto as_int = [](int64_t v) { return static_cast<int>(v); };  // range-checked above
   if (f.iters) c.train_iters = *f.iters;

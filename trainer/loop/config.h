@@ -77,6 +77,9 @@ struct RunConfig {
   AsyncEmulation async_emulation;
   // --stress (GPU): each asynchronous read's buffer poisoned and its copy delayed behind a seeded sleep kernel.
   DeviceStress stress;
+  // --check-collectives: every collective of the run's groups first agrees on a fingerprint, so a rank that
+  // skips or reorders one is named at its next collective instead of hanging (trainer/parallel/checked_comm.h).
+  bool check_collectives = false;
   bool param_checksums = false;            // a parameter checksum before and after each step (a Trace or gate)
   bool count_launches = false;             // operators dispatched per site per iteration (OpCounter; --syncs, gates)
   // Called on the last rank at each log point with the Megatron line (print_rank_last), as it is made.

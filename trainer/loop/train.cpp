@@ -26,6 +26,7 @@
 #include "trainer/model/gpt.h"
 #include "trainer/optim/clip_grads.h"
 #include "trainer/optim/grad_buffer.h"
+#include "trainer/parallel/checked_comm.h"
 #include "trainer/pipeline/schedules.h"
 
 namespace loopgate {
@@ -35,7 +36,7 @@ namespace {
 struct Loop {
   const RunConfig& cfg;
   const Arm* arm;  // the arm of the current segment (TrainSession::run may change it between segments)
-  ProcessGroups& groups;
+  ProcessGroups groups;  // the run's groups, each checked before every collective with check_collectives
   int rank;
   Layout layout;
   GptStage stage;
@@ -60,9 +61,9 @@ struct Loop {
   RunResult result;
 
   Loop(const RunConfig& c, const Arm& a, ProcessGroups& g, int r)
-      : cfg(c), arm(&a), groups(g), rank(r), layout(Layout::build(g.world->size(), c.layout)),
-        stage(gpt_build(c.model, layout, r, g)), rerun(c.rerun),
-        protocol(select_protocol(a, c, ledger, g, r)), schedule(select_schedule(layout)) {}
+      : cfg(c), arm(&a), groups(c.check_collectives ? checked_groups(g) : g), rank(r),
+        layout(Layout::build(groups.world->size(), c.layout)), stage(gpt_build(c.model, layout, r, groups)),
+        rerun(c.rerun), protocol(select_protocol(a, c, ledger, groups, r)), schedule(select_schedule(layout)) {}
 };
 
 std::vector<at::Tensor> main_grads(Loop& L) {
