@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "trainer/common/device.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
@@ -74,7 +75,7 @@ class CheckedComm final : public Comm {
                                    t.defined() ? t.numel() : 0, issued_++, site_hash(current_site())};
     at::Tensor fp = at::empty({kFields}, at::kLong);
     std::memcpy(fp.data_ptr<int64_t>(), mine, sizeof(mine));
-    if (std::strcmp(inner_->backend(), "mpi") != 0) fp = fp.to(at::kCUDA);
+    fp = fp.to(run_device());  // the group's tensors live on the run's device
     const at::Tensor all = inner_->all_gather(fp).to(at::kCPU).contiguous();
     const int64_t* v = all.data_ptr<int64_t>();
     std::string diff;
