@@ -13,7 +13,8 @@ struct RunFlags {
   std::optional<int64_t> iters, log_interval, warmup, decay_iters, wsd_decay_iters, tp, pp, mbs, gbs;
   std::optional<int64_t> seq, hidden, layers, heads, bucket, seed, data_seed, permute_seed;
   std::optional<double> exit_mins, sim_minutes, lr, min_lr, clip, wd, loss_scale;
-  bool sp = false, no_sp = false, syncs = false, quiet = false, dynamic_scale = false, check_collectives = false;
+  bool sp = false, no_sp = false, syncs = false, quiet = false, dynamic_scale = false, check_collectives = false,
+       record_collectives = false;
 };
 
 }  // namespace loopgate

@@ -37,6 +37,9 @@ void add_run_flags(CLI::App* run, RunFlags& f) {
   run->add_flag("--check-collectives", f.check_collectives,
                 "before every collective the group's ranks agree on a fingerprint: a rank that skips or reorders one "
                 "is named at its next collective instead of hanging (one small all-gather and host read each)");
+  run->add_flag("--record-collectives", f.record_collectives,
+                "the Trace lists every collective and send/recv each rank issued, per iteration (host bookkeeping, "
+                "no device read)");
   run->add_option("--tensor-model-parallel-size", f.tp, ">= 1, divides heads, vocab and the ranks / pp");
   run->add_option("--pipeline-model-parallel-size", f.pp, ">= 1, divides layers and the ranks / tp");
   run->add_flag("--sequence-parallel", f.sp, "sequence parallel (seq length divisible by tp)");
@@ -164,6 +167,7 @@ RunOptions to_run_options(const RunFlags& f) {
   o.trace_path = f.trace.value_or("");
   o.syncs = f.syncs;
   c.check_collectives = f.check_collectives;
+  c.record_collectives = f.record_collectives;
   o.quiet = f.quiet;
   auto as_int = [](int64_t v) { return static_cast<int>(v); };  // range-checked above
   if (f.iters) c.train_iters = *f.iters;

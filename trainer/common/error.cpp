@@ -13,6 +13,7 @@ int& world_rank_for_errors() {
 
 namespace {
 std::atomic<const char*> g_site{"startup"};
+std::atomic<const char*> g_scope{""};
 std::atomic<long long> g_iteration{0};
 std::atomic<IterationObserver> g_iteration_observer{nullptr};
 std::atomic<unsigned long long> g_progress{0};
@@ -27,6 +28,8 @@ void set_current_site(const char* site) {
   g_site.store(site, std::memory_order_relaxed);
   note_progress();
 }
+const char* current_scope() { return g_scope.load(std::memory_order_relaxed); }
+void ScopedSite::set_scope(const char* scope) { g_scope.store(scope, std::memory_order_relaxed); }
 long long current_iteration() { return g_iteration.load(std::memory_order_relaxed); }
 void set_current_iteration(long long iteration) {
   g_iteration.store(iteration, std::memory_order_relaxed);

@@ -26,6 +26,10 @@ int& world_rank_for_errors();
 // Name of the sync site / phase the rank is in; updated by the ledger and the loop (for the watchdog too).
 const char* current_site();
 void set_current_site(const char* site);
+// The innermost ScopedSite's name: like current_site, but a ledger read does not change it (a read names its site
+// for the watchdog and CUPTI without scoping it). The collective recorder attributes each collective to it, so the
+// numerics path's collectives carry "numerics" in every arm, whatever the arm read before them.
+const char* current_scope();
 // The training iteration in progress (0 before the first); set by Ledger::begin_iteration. The CUPTI sync
 // counter reads it (with current_site) to attribute each driver call on the calling thread.
 long long current_iteration();
@@ -52,13 +56,21 @@ void run_abort_hooks();
 // attribute to it — and gives the previous name back at scope exit. `site` must have static storage.
 class ScopedSite {
  public:
-  explicit ScopedSite(const char* site) : previous_(current_site()) { set_current_site(site); }
-  ~ScopedSite() { set_current_site(previous_); }
+  explicit ScopedSite(const char* site) : previous_(current_site()), previous_scope_(current_scope()) {
+    set_current_site(site);
+    set_scope(site);
+  }
+  ~ScopedSite() {
+    set_current_site(previous_);
+    set_scope(previous_scope_);
+  }
   ScopedSite(const ScopedSite&) = delete;
   ScopedSite& operator=(const ScopedSite&) = delete;
 
  private:
+  static void set_scope(const char* scope);
   const char* previous_;
+  const char* previous_scope_;
 };
 
 [[noreturn]] void throw_error(const char* file, int line, const std::string& what);

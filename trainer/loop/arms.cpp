@@ -70,6 +70,23 @@ const Arm& find_arm(const std::string& name) {
   throw InputError(fmt::format("unknown arm '{}' (known: {})", name, known));
 }
 
+CollectiveChanges changed_collectives(const Arm& a) {
+  CollectiveChanges c;
+  std::set<std::string>& s = c.scopes;
+  auto deferred = [&](SyncMode m, std::initializer_list<const char*> sites) {
+    if (m == SyncMode::kDeferred) s.insert(sites.begin(), sites.end());
+  };
+  deferred(a.nan_check, {"nan_check_loss", "nan_check_grad", "rerun_decision"});
+  deferred(a.stat_bundle, {"grad_norm", "num_zeros", "params_norm", "loss_scale", "loss_report", "batched_log_read"});
+  deferred(a.device_scalars, {"loss_accum_seed", "learning_rate", "batched_log_read"});
+  deferred(a.timers, {"timers"});
+  deferred(a.exit_vote, {"exit_vote", "batched_log_read"});
+  if (a.one_read) s.insert({"rerun_decision", "update_successful", "onesync_read"});
+  if (a.on_device) s.insert({"rerun_decision", "update_successful", "batched_log_read"});
+  c.masked_step = a.one_read || a.on_device;
+  return c;
+}
+
 std::vector<std::string> default_candidates() {
   return {"syncfree-1", "syncfree-2", "syncfree-3", "syncfree-4", "syncfree", "onesync", "zerosync"};
 }

@@ -6,6 +6,7 @@
 // handed in from outside the trainer: the planted defects of the test side (fixtures/defects/) are such arms.
 #pragma once
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,18 @@ struct Arm {
   std::shared_ptr<const Mutation> mutation;
   const Mutation& mutated() const;  // *mutation, or no_mutation()
 };
+
+// What an arm declares about its collectives against baseline's; the `collectives` check lets nothing else differ
+// (docs/checks.md). Derived from the modes, so a new arm declares its differences by its modes.
+struct CollectiveChanges {
+  // Scopes (sync sites, by site_name) whose collectives may differ: the sites whose mode the arm changes, and the
+  // read it folds them into.
+  std::set<std::string> scopes;
+  // The step is masked on the device rather than skipped by the host (onesync, zerosync): on an iteration the
+  // baseline skipped, the arm also issues the step's numerics collectives.
+  bool masked_step = false;
+};
+CollectiveChanges changed_collectives(const Arm& arm);
 
 // Every registered arm: baseline, syncfree-1..5, syncfree, onesync, zerosync, then the arms added with register_arm
 // in the order they were added (the test side's planted defects among them).

@@ -80,6 +80,9 @@ struct RunConfig {
   // --check-collectives: every collective of the run's groups first agrees on a fingerprint, so a rank that
   // skips or reorders one is named at its next collective instead of hanging (trainer/parallel/checked_comm.h).
   bool check_collectives = false;
+  // --record-collectives: the Trace lists every collective and transfer each rank issued, per iteration
+  // (trainer/parallel/recorded_comm.h); host bookkeeping only, no device read.
+  bool record_collectives = false;
   bool param_checksums = false;            // a parameter checksum before and after each step (a Trace or gate)
   bool count_launches = false;             // operators dispatched per site per iteration (OpCounter; --syncs, gates)
   // Called on the last rank at each log point with the Megatron line (print_rank_last), as it is made.

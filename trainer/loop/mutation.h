@@ -38,6 +38,8 @@ class Mutation {
   virtual Adam::MaskedWrite masked_write() const { return {}; }
   // The asynchronous read a protocol's batched read goes through (async_copy.h): issue, wait, values.
   virtual std::unique_ptr<AsyncRead> log_read(std::unique_ptr<AsyncRead> made) const { return made; }
+  // The data-parallel group the grad buffer's bucket all-reduces go through.
+  virtual CommPtr grad_sync_group(CommPtr dp) const { return dp; }
 
   // ---- the sites ----
   // A deferred NaN check banks its value (judged at the rerun decision).

@@ -167,6 +167,12 @@ bool records_equal(const IterationRecord& a, const IterationRecord& b, std::stri
   if (a.param_checksum_before != b.param_checksum_before) return fail("param_checksum_before differs");
   if (a.param_checksum_after != b.param_checksum_after) return fail("param_checksum_after differs");
   if (a.exit_decision != b.exit_decision) return fail("exit_decision differs");
+  if (a.collective_groups != b.collective_groups) return fail("collective_groups differ");
+  if (a.collectives.size() != b.collectives.size())
+    return fail(fmt::format("collectives: {} vs {} calls", a.collectives.size(), b.collectives.size()));
+  for (size_t i = 0; i < a.collectives.size(); ++i)
+    if (a.collectives[i] != b.collectives[i])
+      return fail(fmt::format("collective {}: '{}' vs '{}'", i, to_string(a.collectives[i]), to_string(b.collectives[i])));
   return true;
 }
 
@@ -214,6 +220,11 @@ nlohmann::json to_json(const IterationRecord& r) {
   j["param_checksum_before"] = fmt::format("0x{:016x}", r.param_checksum_before);
   j["param_checksum_after"] = fmt::format("0x{:016x}", r.param_checksum_after);
   j["exit_decision"] = r.exit_decision;
+  if (!r.collective_groups.empty()) j["collective_groups"] = r.collective_groups;
+  if (!r.collectives.empty()) {
+    j["collectives"] = nlohmann::json::array();
+    for (const CollectiveCall& c : r.collectives) j["collectives"].push_back(to_string(c));
+  }
   return j;
 }
 
@@ -264,6 +275,13 @@ IterationRecord record_from_json(const nlohmann::json& j) {
   r.param_checksum_before = checksum_field(j, "param_checksum_before");
   r.param_checksum_after = checksum_field(j, "param_checksum_after");
   r.exit_decision = field<bool>(j, "exit_decision");
+  if (j.contains("collective_groups"))  // present with --record-collectives only
+    for (const auto& g : field<nlohmann::json>(j, "collective_groups")) r.collective_groups.push_back(g.get<std::string>());
+  if (j.contains("collectives"))
+    for (const auto& c : field<nlohmann::json>(j, "collectives")) {
+      LG_INPUT_CHECK(c.is_string(), "trace JSON: field 'collectives' must hold strings, not {}", c.dump());
+      r.collectives.push_back(parse_collective_call(c.get<std::string>()));
+    }
   return r;
 }
 

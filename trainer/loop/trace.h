@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainer/parallel/collective_call.h"
 #include "trainer/timers/timer_interval.h"
 
 namespace loopgate {
@@ -57,6 +58,10 @@ struct IterationRecord {
   std::string schedule;
   uint64_t param_checksum_before = 0, param_checksum_after = 0;
   bool exit_decision = false;
+  // --record-collectives: every collective and transfer this rank issued in this iteration, in order, and the
+  // groups it belongs to (recorded_comm.h). Empty otherwise, and on an iteration a CUDA graph replayed.
+  std::vector<CollectiveCall> collectives;
+  std::vector<std::string> collective_groups;
 };
 
 struct Trace {

@@ -27,16 +27,24 @@
 #include "trainer/optim/clip_grads.h"
 #include "trainer/optim/grad_buffer.h"
 #include "trainer/parallel/checked_comm.h"
+#include "trainer/parallel/recorded_comm.h"
 #include "trainer/pipeline/schedules.h"
 
 namespace loopgate {
 namespace {
 
+// The run's groups: checked inside, recorded outside (the fingerprints are the check's, not the loop's).
+ProcessGroups run_groups(const RunConfig& c, const ProcessGroups& g, const std::shared_ptr<CollectiveLog>& log) {
+  ProcessGroups out = c.check_collectives ? checked_groups(g) : g;
+  return log ? recorded_groups(out, log) : out;
+}
+
 // ---- state of one run on one rank ----
 struct Loop {
   const RunConfig& cfg;
   const Arm* arm;  // the arm of the current segment (TrainSession::run may change it between segments)
-  ProcessGroups groups;  // the run's groups, each checked before every collective with check_collectives
+  std::shared_ptr<CollectiveLog> collectives;  // record_collectives: what the groups carried, per iteration
+  ProcessGroups groups;  // the run's groups: recorded (record_collectives), checked (check_collectives)
   int rank;
   Layout layout;
   GptStage stage;
@@ -61,7 +69,8 @@ struct Loop {
   RunResult result;
 
   Loop(const RunConfig& c, const Arm& a, ProcessGroups& g, int r)
-      : cfg(c), arm(&a), groups(c.check_collectives ? checked_groups(g) : g), rank(r),
+      : cfg(c), arm(&a), collectives(c.record_collectives ? std::make_shared<CollectiveLog>() : nullptr),
+        groups(run_groups(c, g, collectives)), rank(r),
         layout(Layout::build(groups.world->size(), c.layout)), stage(gpt_build(c.model, layout, r, groups)),
         rerun(c.rerun), protocol(select_protocol(a, c, ledger, groups, r)), schedule(select_schedule(layout)) {}
 };
@@ -169,7 +178,7 @@ void setup(Loop& L) {
   L.num_micro = num_microbatches(cfg.data, L.layout);
   GradBufferConfig bcfg;
   if (cfg.bucket_size > 0) bcfg.bucket_size = cfg.bucket_size;
-  L.buffer = std::make_unique<GradBuffer>(L.stage.params, L.groups.dp, bcfg);
+  L.buffer = std::make_unique<GradBuffer>(L.stage.params, L.arm->mutated().grad_sync_group(L.groups.dp), bcfg);
   L.adam = std::make_unique<Adam>(L.stage.params, AdamConfig{}, L.stage.coord.tp, L.stage.is_first_stage());
   if (cfg.dynamic_loss_scale) {
     L.scaler = std::make_unique<DynamicGradScaler>(cfg.dynamic_scaler, run_device());
@@ -417,6 +426,10 @@ LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point) {
 // item()) is a host read at its site too: what CUPTI would count on a GPU, seen on CPU whatever its spelling.
 void note_site_counts(Loop& L, IterationRecord& rec, int64_t iteration) {
   rec.reads_per_site = L.ledger.counts_by_name(iteration);
+  if (L.collectives) {
+    rec.collectives = L.collectives->take(iteration);
+    rec.collective_groups = recorded_group_names(L.groups);
+  }
   if (!L.cfg.count_launches) return;
   rec.launches_per_site = OpCounter::instance().counts(iteration);
   if (L.ledger.counting())

@@ -32,13 +32,9 @@ int64_t site_hash(const char* site) {  // FNV-1a of the site's name, kept below 
   return static_cast<int64_t>(h >> 11);
 }
 
-class CheckedComm final : public Comm {
+class CheckedComm final : public ForwardingComm {
  public:
-  CheckedComm(CommPtr inner, std::string name) : inner_(std::move(inner)), name_(std::move(name)) {}
-  const char* backend() const override { return inner_->backend(); }
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  const std::vector<int>& world_ranks() const override { return inner_->world_ranks(); }
+  CheckedComm(CommPtr inner, std::string name) : ForwardingComm(std::move(inner)), name_(std::move(name)) {}
   void all_reduce(at::Tensor& t, ReduceOp op) override {
     agree(kAllReduce, t);
     inner_->all_reduce(t, op);
@@ -55,14 +51,10 @@ class CheckedComm final : public Comm {
     agree(kBroadcast, t);
     inner_->broadcast(t, root);
   }
-  void send(const at::Tensor& t, int peer) override { inner_->send(t, peer); }
-  void recv(at::Tensor& t, int peer) override { inner_->recv(t, peer); }
-  void send_recv(const at::Tensor& s, int sp, at::Tensor& r, int rp) override { inner_->send_recv(s, sp, r, rp); }
   void barrier() override {
     agree(kBarrier, at::Tensor());
     inner_->barrier();
   }
-  int64_t calls() const override { return inner_->calls(); }
   void restart(const CommOptions& options) override {
     inner_->restart(options);
     issued_ = 0;
@@ -94,7 +86,6 @@ class CheckedComm final : public Comm {
     return fmt::format("{}({}{}{}, collective #{})", op_name(f[0]), name_, what.empty() ? "" : ", ", what, f[3]);
   }
 
-  CommPtr inner_;
   std::string name_;
   int64_t issued_ = 0;  // collectives issued on this group (the fingerprint's number)
 };

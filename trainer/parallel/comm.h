@@ -58,6 +58,30 @@ class Comm {
 
 using CommPtr = std::shared_ptr<Comm>;
 
+// A group that hands every call to `inner`: the base of the wrappers that watch some calls (checked_comm.h,
+// recorded_comm.h) or, on the test side, change them.
+class ForwardingComm : public Comm {
+ public:
+  explicit ForwardingComm(CommPtr inner) : inner_(std::move(inner)) {}
+  const char* backend() const override { return inner_->backend(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::vector<int>& world_ranks() const override { return inner_->world_ranks(); }
+  void all_reduce(at::Tensor& t, ReduceOp op) override { inner_->all_reduce(t, op); }
+  at::Tensor all_gather(const at::Tensor& t) override { return inner_->all_gather(t); }
+  at::Tensor reduce_scatter(const at::Tensor& t, ReduceOp op) override { return inner_->reduce_scatter(t, op); }
+  void broadcast(at::Tensor& t, int root) override { inner_->broadcast(t, root); }
+  void send(const at::Tensor& t, int peer) override { inner_->send(t, peer); }
+  void recv(at::Tensor& t, int peer) override { inner_->recv(t, peer); }
+  void send_recv(const at::Tensor& s, int sp, at::Tensor& r, int rp) override { inner_->send_recv(s, sp, r, rp); }
+  void barrier() override { inner_->barrier(); }
+  int64_t calls() const override { return inner_->calls(); }
+  void restart(const CommOptions& options) override { inner_->restart(options); }
+
+ protected:
+  CommPtr inner_;
+};
+
 // For backends: the sum of `parts` ([n, numel], one row per group rank) added one row at a time, in rank order
 // (kFixed) or in an order permuted from the seed and the group's call counter (kPermuted). One definition, so every
 // backend gives the same bits for the same order.

@@ -1,0 +1,130 @@
+// The recording group (recorded_comm.h).
+#include "trainer/parallel/recorded_comm.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "trainer/common/error.h"
+
+namespace loopgate {
+
+void CollectiveLog::add(int64_t iteration, CollectiveCall call) {
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_[iteration].push_back(std::move(call));
+}
+
+std::vector<CollectiveCall> CollectiveLog::take(int64_t iteration) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = calls_.find(iteration);
+  if (it == calls_.end()) return {};
+  std::vector<CollectiveCall> out = std::move(it->second);
+  calls_.erase(it);
+  return out;
+}
+
+namespace {
+
+const char* reduce_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "?";
+}
+
+std::string group_name(const Comm& c, const std::string& kind) {
+  const std::vector<int>& w = c.world_ranks();
+  return fmt::format("{}#{}", kind, w.empty() ? 0 : *std::min_element(w.begin(), w.end()));
+}
+
+class RecordedComm final : public ForwardingComm {
+ public:
+  RecordedComm(CommPtr inner, const std::string& kind, std::shared_ptr<CollectiveLog> log)
+      : ForwardingComm(std::move(inner)), name_(group_name(*inner_, kind)), log_(std::move(log)) {}
+  void all_reduce(at::Tensor& t, ReduceOp op) override {
+    collective(fmt::format("all_reduce.{}", reduce_name(op)), t);
+    inner_->all_reduce(t, op);
+  }
+  at::Tensor all_gather(const at::Tensor& t) override {
+    collective("all_gather", t);
+    return inner_->all_gather(t);
+  }
+  at::Tensor reduce_scatter(const at::Tensor& t, ReduceOp op) override {
+    collective(fmt::format("reduce_scatter.{}", reduce_name(op)), t);
+    return inner_->reduce_scatter(t, op);
+  }
+  void broadcast(at::Tensor& t, int root) override {
+    collective("broadcast", t, world(root));
+    inner_->broadcast(t, root);
+  }
+  void send(const at::Tensor& t, int peer) override {
+    transfer("send", t, peer);
+    inner_->send(t, peer);
+  }
+  void recv(at::Tensor& t, int peer) override {
+    transfer("recv", t, peer);
+    inner_->recv(t, peer);
+  }
+  void send_recv(const at::Tensor& s, int sp, at::Tensor& r, int rp) override {
+    transfer("send", s, sp);
+    transfer("recv", r, rp);
+    inner_->send_recv(s, sp, r, rp);
+  }
+  void barrier() override {
+    collective("barrier", at::Tensor());
+    inner_->barrier();
+  }
+  void restart(const CommOptions& options) override {
+    inner_->restart(options);
+    collectives_ = 0;
+    transfers_.clear();
+  }
+
+ private:
+  int world(int group_rank) const { return inner_->world_ranks().at(static_cast<size_t>(group_rank)); }
+  void collective(std::string op, const at::Tensor& t, int root = -1) {
+    add(std::move(op), t, root, collectives_++);
+  }
+  void transfer(const char* op, const at::Tensor& t, int peer) {
+    const int w = world(peer);
+    add(op, t, w, transfers_[{op[0] == 's', w}]++);
+  }
+  void add(std::string op, const at::Tensor& t, int peer, int64_t seq) {
+    CollectiveCall c;
+    c.group = name_;
+    c.op = std::move(op);
+    c.dtype = t.defined() ? c10::toString(t.scalar_type()) : "";
+    c.count = t.defined() ? t.numel() : 0;
+    c.peer = peer;
+    c.seq = seq;
+    c.scope = current_scope();
+    log_->add(current_iteration(), std::move(c));
+  }
+
+  std::string name_;
+  std::shared_ptr<CollectiveLog> log_;
+  int64_t collectives_ = 0;
+  std::map<std::pair<bool, int>, int64_t> transfers_;  // (send?, peer) -> transfers so far
+};
+
+}  // namespace
+
+CommPtr recorded_comm(CommPtr inner, const std::string& kind, std::shared_ptr<CollectiveLog> log) {
+  return std::make_shared<RecordedComm>(std::move(inner), kind, std::move(log));
+}
+
+ProcessGroups recorded_groups(const ProcessGroups& g, const std::shared_ptr<CollectiveLog>& log) {
+  return {recorded_comm(g.world, "world", log), recorded_comm(g.tp, "tp", log), recorded_comm(g.dp, "dp", log),
+          recorded_comm(g.pp, "pp", log), recorded_comm(g.mp, "mp", log)};
+}
+
+std::vector<std::string> recorded_group_names(const ProcessGroups& g) {
+  return {group_name(*g.world, "world"), group_name(*g.tp, "tp"), group_name(*g.dp, "dp"), group_name(*g.pp, "pp"),
+          group_name(*g.mp, "mp")};
+}
+
+}  // namespace loopgate

@@ -1,0 +1,37 @@
+// Groups that write down every collective and transfer they carry (collective_call.h), per iteration, for the
+// Trace: RunConfig::record_collectives (`loopgate run --record-collectives`). The record is host bookkeeping only
+// (names, dtypes, counts the host already knows): no device read, no kernel. A collective a CUDA graph replays
+// is not issued by the host and is not recorded.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "trainer/parallel/collective_call.h"
+#include "trainer/parallel/comm.h"
+
+namespace loopgate {
+
+// Every call of a run's recorded groups, keyed by current_iteration() (setup is -1). Thread-safe: on a GPU the
+// backward pass (and its tensor-parallel collectives) runs on autograd's device thread.
+class CollectiveLog {
+ public:
+  void add(int64_t iteration, CollectiveCall call);
+  std::vector<CollectiveCall> take(int64_t iteration);  // and forget them
+
+ private:
+  std::mutex mu_;
+  std::map<int64_t, std::vector<CollectiveCall>> calls_;
+};
+
+// `inner` recorded into `log` as group `kind` ("tp", "dp", ...).
+CommPtr recorded_comm(CommPtr inner, const std::string& kind, std::shared_ptr<CollectiveLog> log);
+ProcessGroups recorded_groups(const ProcessGroups& groups, const std::shared_ptr<CollectiveLog>& log);
+// The group names recorded_groups gives this rank's groups ("world#0", "tp#2", ...): a Trace lists them so that a
+// check knows the members of each group even where a rank issued nothing on it.
+std::vector<std::string> recorded_group_names(const ProcessGroups& groups);
+
+}  // namespace loopgate
