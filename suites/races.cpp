@@ -158,9 +158,9 @@ std::vector<std::string> all_problems(const std::string& arm, bool emulate) {
   return p;
 }
 
-class RacePower : public ::testing::TestWithParam<std::string> {};
+class RacesPower : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(RacePower, PassesUnemulatedRejectedUnderAsyncEmulation) {
+TEST_P(RacesPower, PassesUnemulatedRejectedUnderAsyncEmulation) {
   if (heavy_fixture()) GTEST_SKIP() << "dp64: shown on the smaller fixtures";
   if (gate_config().model.device.is_cuda() && find_planted_defect(GetParam()).cpu_only)
     GTEST_SKIP() << GetParam() << ": CPU emulation only — on a GPU each log point's read waits behind the window it "
@@ -178,7 +178,7 @@ TEST_P(RacePower, PassesUnemulatedRejectedUnderAsyncEmulation) {
     std::printf("%s: passes unemulated, rejected under emulation:\n%s\n", GetParam().c_str(), join(emulated_p, 3).c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(GatePower, RacePower,
+INSTANTIATE_TEST_SUITE_P(GatePower, RacesPower,
                          ::testing::Values("defect-race-log-read-no-wait", "defect-race-log-buffer-reuse",
                                            "defect-race-timer-incomplete-event"),
                          [](const auto& info) { return param_name(info.param); });

@@ -59,7 +59,7 @@ TEST(LaunchPlan, AGpuOnlyCheckAloneLaunchesNoGateSuites) {
   const auto g = launch_units(options("cuda", {"timers"}), {kTwo[0]});
   ASSERT_EQ(g.size(), 1u + wrong());
   EXPECT_EQ(g[0].exe, "gates");
-  EXPECT_EQ(g[0].filter, "Arms/Timers*:Timers*:GatePower.Timers*");
+  EXPECT_EQ(g[0].filter, "Arms/Timers*:Timers*:GatePower.Timers*:GatePower/Timers*");
 }
 
 TEST(LaunchPlan, ASelftestFilterNarrowsEveryLaunchOfItsChecks) {

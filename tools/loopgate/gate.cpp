@@ -43,7 +43,8 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 }
 
 // One verdict from a test's identity (suite, name, value_param as GoogleTest prints them). Candidate-arm tests
-// carry their arm in value_param; the GatePower tests are reported under the arm "(planted defect)". An empty
+// carry their arm in value_param; the GatePower tests (and parameterized GatePower/<Check>... ones) are reported
+// under the arm "(planted defect)". An empty
 // check: not a gate test.
 Verdict make_verdict(const std::string& fixture, std::string suite, const std::string& name,
                      const std::string& value_param) {
@@ -51,6 +52,11 @@ Verdict make_verdict(const std::string& fixture, std::string suite, const std::s
   v.fixture = fixture;
   v.test = suite + "." + name;
   if (suite.rfind("Arms/", 0) == 0) suite = suite.substr(5);
+  if (suite.rfind("GatePower/", 0) == 0) {  // a parameterized power test: GatePower/<Check>...
+    v.check = check_of_suite(suite.substr(10));
+    v.arm = kPlantedDefect;
+    return v;
+  }
   v.check = suite == "GatePower" ? check_of_suite(name) : check_of_suite(suite);
   if (!value_param.empty()) {
     v.arm = value_param;

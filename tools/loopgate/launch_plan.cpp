@@ -15,7 +15,8 @@ std::string gtest_filter(const std::vector<std::string>& wanted) {
     for (const auto& [check, s] : gate_checks())
       if (check == w) suite = s;
     // "Timers*": a gate's suites share its name as a prefix (Timers, TimersLagged), as check_of_suite reads them.
-    for (const std::string& part : {"Arms/" + suite + "*", suite + "*", "GatePower." + suite + "*"})
+    for (const std::string& part :
+         {"Arms/" + suite + "*", suite + "*", "GatePower." + suite + "*", "GatePower/" + suite + "*"})
       filter += (filter.empty() ? "" : ":") + part;
   }
   return filter;
