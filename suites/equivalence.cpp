@@ -29,15 +29,18 @@ std::vector<Mismatch> all_mismatches(const std::string& arm) {
 
 class Equivalence : public ::testing::TestWithParam<std::string> {};
 
+// A failure says where the runs part: the clean scenario rerun with digests (fixtures/localize.h).
 TEST_P(Equivalence, LossAndParamsNormBitIdenticalAtIterations1And2) {
   auto m = early_mismatches(GetParam());
-  EXPECT_TRUE(m.empty()) << describe(m, "baseline", GetParam());
+  EXPECT_TRUE(m.empty()) << describe(m, "baseline", GetParam()) << "\n  "
+                         << localize("clean", clean_config(), GetParam());
 }
 
 TEST_P(Equivalence, EveryFieldBitIdenticalAtEveryIterationOnDeterministicFixture) {
   ASSERT_TRUE(fixture_is_deterministic()) << "this fixture's reduction order is not deterministic";
   auto m = all_mismatches(GetParam());
-  EXPECT_TRUE(m.empty()) << describe(m, "baseline", GetParam());
+  EXPECT_TRUE(m.empty()) << describe(m, "baseline", GetParam()) << "\n  "
+                         << localize("clean", clean_config(), GetParam());
 }
 
 TEST_P(Equivalence, CleanRunHasNoNanAndNoSkippedIteration) {
@@ -84,6 +87,55 @@ TEST(GatePower, EquivalenceRejectsPerturbedNumerics) {
   EXPECT_FALSE(m.empty()) << "the equivalence gate accepted an arm that changes the numerics";
   if (!m.empty() && world_rank() == 0) std::printf("rejected as expected: %s\n", describe(m, "baseline", "defect-numerics", 2).c_str());
 }
+
+// Digests watch without touching: with --digests the baseline logs the same bits, and every iteration's host
+// reads per site (the ledger's, and the operators that would synchronize on CUDA) are the clean run's.
+TEST(EquivalenceDigests, AddNoHostReadAndKeepTheBaselinesBits) {
+  RunConfig c = clean_config();
+  c.digests = true;
+  const Trace& plain = clean_run("baseline").trace;
+  const Trace& digested = run_scenario("clean:digests", c, "baseline").trace;
+  auto m = compare_fields(plain, digested, kAllFields);
+  EXPECT_TRUE(m.empty()) << describe(m, "baseline", "baseline with --digests");
+  size_t digests = 0;
+  for (const IterationRecord& r : plain.records) {
+    const IterationRecord* d = digested.find(r.iteration, r.rank);
+    ASSERT_NE(d, nullptr) << "iteration " << r.iteration << " rank " << r.rank;
+    EXPECT_EQ(d->reads_per_site, r.reads_per_site) << "iteration " << r.iteration << " rank " << r.rank;
+    digests += d->digests.size();
+  }
+  EXPECT_GT(digests, 0u) << "the run took no digest";
+}
+
+// Gate power of the localization: each planted numerics defect is rejected, and the first divergence names its
+// iteration, rank, phase and module (or parameter), on the fixture that shows it.
+struct Planted {
+  std::string arm, fixture, expected;
+};
+
+class EquivalenceLocalizes : public ::testing::TestWithParam<Planted> {};
+
+TEST_P(EquivalenceLocalizes, TheFirstDivergenceNamesThePlantedLayerPhaseAndRank) {
+  const Planted& p = GetParam();
+  if (gate_fixture() != p.fixture) GTEST_SKIP() << "shown on " << p.fixture;
+  EXPECT_FALSE(all_mismatches(p.arm).empty()) << "equivalence accepted " << p.arm;
+  const std::string where = localize("clean", clean_config(), p.arm);
+  EXPECT_NE(where.find(p.expected), std::string::npos) << p.arm << ": " << where << "\n  expected: " << p.expected;
+  if (world_rank() == 0) std::printf("%s: %s\n", p.arm.c_str(), where.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    GatePower, EquivalenceLocalizes,
+    ::testing::Values(
+        Planted{"defect-numerics-proj-tp1", "tp2sp",
+                "iteration 2, rank 1 (tp 1, pp 0, dp 0), microbatch 0, forward, layer 1 self_attention.linear_proj: "
+                "output differs, inputs identical"},
+        Planted{"defect-numerics-fc1-backward", "single",
+                "iteration 2, rank 0 (tp 0, pp 0, dp 0), microbatch 0, backward, layer 0 mlp.linear_fc1: output "
+                "differs, inputs identical"},
+        Planted{"defect-numerics", "single",
+                "iteration 2, rank 0 (tp 0, pp 0, dp 0), optimizer, "}),
+    [](const auto& info) { return param_name(info.param.arm); });
 
 }  // namespace
 }  // namespace loopgate

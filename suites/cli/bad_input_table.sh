@@ -133,7 +133,7 @@ row 0 "--window -1: must be >= 0" ab "$EX/baseline_run1.log" "$EX/candidate_run1
 row 0 "--time-source 'clock': must be auto, timestamps or elapsed" ab "$EX/baseline_run1.log" "$EX/candidate_run1.log" --time-source clock
 row 0 "--json $WORK: is a directory" ab "$EX/baseline_run1.log" "$EX/candidate_run1.log" --json "$WORK"
 row 0 "--profile needs --device cuda" ab --arms baseline,syncfree --profile
-row 0 "--arms: 'onesync:lean': the only suffix is :bare" ab --arms onesync,onesync:lean
+row 0 "--arms: 'onesync:lean': the suffixes are :bare" ab --arms onesync,onesync:lean
 row 0 "--arms: unknown arm 'onesnc'" ab --arms onesnc:bare,onesync
 row 0 "--profile: ab profiles the device only in-process" ab "$EX/baseline_run1.log" "$EX/candidate_run1.log" --profile
 

@@ -50,6 +50,7 @@ RunConfig phase_config(const AbPhaseOptions& o) {
   c.train_iters = 2 * o.phases * o.phase_iters;
   c.param_checksums = false;  // timing runs measure the loop, not the Trace's diagnostics
   c.count_launches = false;
+  c.digests = parse_ab_arm(o.arm_a).digests || parse_ab_arm(o.arm_b).digests;  // a side's :digests
   return c;
 }
 
@@ -122,7 +123,7 @@ std::vector<Mismatch> identity_check(const RunGroups& g, const AbArm& a, const T
   RunConfig c = g.config;
   ProcessGroups groups = g.groups;
   TrainSession ref(c, *a.arm, groups, rank);
-  ref.run(*a.arm, c.train_iters, a.instrumented);
+  ref.run(*a.arm, c.train_iters, a.instrumented, a.digests);
   RunResult r = ref.finish();
   const Trace reference = gather_trace(r, MPI_COMM_WORLD);
   return compare_fields(reference, alternating,
@@ -172,7 +173,7 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
         const AbArm& side_arm = p % 2 == 0 ? spec_a : spec_b;
         const int64_t first = session.iterations_done() + 1;
         const double t0 = drained_now();
-        session.run(*side_arm.arm, o.phase_iters, side_arm.instrumented);
+        session.run(*side_arm.arm, o.phase_iters, side_arm.instrumented, side_arm.digests);
         profile_end_window();  // the drain and the next arm's set-up belong to no iteration
         const double t1 = drained_now();
         const double ms = (t1 - t0) * 1000.0 / static_cast<double>(o.phase_iters);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <set>
 
+#include "fixtures/localize.h"
 #include "tools/loopgate/ab.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/compare_rows.h"
@@ -97,6 +98,18 @@ nlohmann::json rows_json(const std::vector<CompareRow>& rows) {
   return j;
 }
 
+// Two Traces taken with --digests (one a side): where they part, as one line; "" otherwise.
+std::string first_divergence_line(const CompareOptions& o, const std::vector<CompareRun>& runs) {
+  if (runs.size() != 2 || runs[0].log.kind != RunKind::kTrace || runs[1].log.kind != RunKind::kTrace) return "";
+  const Trace a = read_trace(o.a.front()), b = read_trace(o.b.front());
+  auto has = [](const Trace& t) {
+    return std::any_of(t.records.begin(), t.records.end(), [](const IterationRecord& r) { return !r.digests.empty(); });
+  };
+  if (!has(a) || !has(b)) return "";
+  const std::optional<Divergence> d = first_divergence(a, b);
+  return d ? d->describe() : "none (every compared digest matches)";
+}
+
 }  // namespace
 
 int cmd_compare(const CompareOptions& o) {
@@ -118,6 +131,8 @@ int cmd_compare(const CompareOptions& o) {
   const bool ok = std::none_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.result == CompareResult::kFail; });
   print_table(rows, ok);
   print_problems(rows);
+  const std::string divergence = first_divergence_line(o, runs);
+  if (!divergence.empty()) std::printf("\nfirst divergence (digests): %s\n", divergence.c_str());
   if (st.ran) {
     std::printf("\nstep time (informational, does not fail the comparison):\n");
     print_ab_report(stdout, st.a, st.b, st.stats);
@@ -126,6 +141,7 @@ int cmd_compare(const CompareOptions& o) {
     nlohmann::json j = {{"verdict", ok ? "pass" : "fail"}, {"a", o.a}, {"b", o.b}, {"early", o.early},
                         {"rows", rows_json(rows)}};
     if (st.ran) j["step_time"] = ab_report_json(st.a, st.b, st.stats);
+    if (!divergence.empty()) j["first_divergence"] = divergence;
     *json << j.dump(1) << "\n";
   }
   return ok ? 0 : 1;

@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
   ab_cmd->add_option("b", ab.b, "run B (readable)");
   add_ab_flags(ab_cmd, ab.json_path, ab.alpha, ab.step);
   ab_cmd->add_option("--arms", ab_arms, "in-process mode: the two arms A,B that alternate (inside mpirun); NAME:bare "
-                                       "is NAME with loopgate's bookkeeping off (A,A:bare prices it)")
+                                       "is NAME with loopgate's bookkeeping off (A,A:bare prices it), NAME:digests NAME taking --digests "
+                                       "(A,A:digests prices them)")
       ->delimiter(',');
   ab_cmd->add_option("--phases", abp.phases, "in-process: phases per arm, >= 3 (the first is warm-up; default 6)");
   ab_cmd->add_option("--phase-iters", abp.phase_iters,

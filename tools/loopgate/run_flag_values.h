@@ -14,7 +14,7 @@ struct RunFlags {
   std::optional<int64_t> seq, hidden, layers, heads, bucket, seed, data_seed, permute_seed;
   std::optional<double> exit_mins, sim_minutes, lr, min_lr, clip, wd, loss_scale;
   bool sp = false, no_sp = false, syncs = false, quiet = false, dynamic_scale = false, check_collectives = false,
-       record_collectives = false;
+       record_collectives = false, digests = false;
 };
 
 }  // namespace loopgate

@@ -40,6 +40,10 @@ void add_run_flags(CLI::App* run, RunFlags& f) {
   run->add_flag("--record-collectives", f.record_collectives,
                 "the Trace lists every collective and send/recv each rank issued, per iteration (host bookkeeping, "
                 "no device read)");
+  run->add_flag("--digests", f.digests,
+                "the Trace holds a bit-exact digest of every module boundary, grad, optimizer state, loss and "
+                "collective per iteration and microbatch, computed on the device and read once after the run "
+                "(loopgate compare names the first that differs)");
   run->add_option("--tensor-model-parallel-size", f.tp, ">= 1, divides heads, vocab and the ranks / pp");
   run->add_option("--pipeline-model-parallel-size", f.pp, ">= 1, divides layers and the ranks / tp");
   run->add_flag("--sequence-parallel", f.sp, "sequence parallel (seq length divisible by tp)");
@@ -168,6 +172,7 @@ RunOptions to_run_options(const RunFlags& f) {
   o.syncs = f.syncs;
   c.check_collectives = f.check_collectives;
   c.record_collectives = f.record_collectives;
+  c.digests = f.digests;
   o.quiet = f.quiet;
   auto as_int = [](int64_t v) { return static_cast<int>(v); };  // range-checked above
   if (f.iters) c.train_iters = *f.iters;

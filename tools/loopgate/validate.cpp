@@ -131,6 +131,8 @@ void check_gpu_and_probe(const RunOptions& o) {
   LG_INPUT_CHECK(!c.cuda_graph_iteration || c.log_interval > 1,
                  "--cuda-graph iteration with {}: every iteration is a log point, so none replays",
                  shown("--log-interval", o.flags.log_interval.has_value(), c.log_interval));
+  LG_INPUT_CHECK(!(c.digests && c.cuda_graph_iteration),
+                 "--digests with --cuda-graph iteration: a replayed iteration runs no host code to digest it");
   LG_INPUT_CHECK(!c.capture.enabled() || c.capture.iteration <= c.train_iters,
                  "--capture-probe {}@{}: iteration {} is past the run ({})", c.capture.region, c.capture.iteration,
                  c.capture.iteration, shown("--iters", o.flags.iters.has_value(), c.train_iters));
@@ -373,9 +375,11 @@ AbArm parse_ab_arm(const std::string& spec) {
   out.arm = &with_flag("--arms", [&]() -> const Arm& { return find_arm(name); });
   if (colon != std::string::npos) {
     const std::string suffix = spec.substr(colon + 1);
-    LG_INPUT_CHECK(suffix == "bare", "--arms: '{}': the only suffix is :bare (the arm with loopgate's bookkeeping "
-                   "off), got ':{}'", spec, suffix);
-    out.instrumented = false;
+    LG_INPUT_CHECK(suffix == "bare" || suffix == "digests",
+                   "--arms: '{}': the suffixes are :bare (the arm with loopgate's bookkeeping off) and :digests (the "
+                   "arm taking digests), got ':{}'", spec, suffix);
+    out.instrumented = suffix != "bare";
+    out.digests = suffix == "digests";
   }
   return out;
 }

@@ -32,12 +32,14 @@ void validate_ab_options(const AbOptions& options);
 // --arms, --phases, --phase-iters (a multiple of --log-interval), the run flags (validate_run_options) and that
 // none of the run flags ab sets itself was given.
 void validate_ab_phase_options(const AbPhaseOptions& options, int world_size);
-// One side of `ab --arms`: an arm name, optionally NAME:bare (the same arm with loopgate's bookkeeping off: the
+// One side of `ab --arms`: an arm name, optionally NAME:digests (the arm taking digests, trainer/measure/digests.h)
+// or NAME:bare (the same arm with loopgate's bookkeeping off: the
 // ledger counts nothing, a deferred arm's level-1 timers record nothing; TrainSession::run). InputError naming
 // --arms for an unknown arm or suffix.
 struct AbArm {
   const Arm* arm = nullptr;
   bool instrumented = true;
+  bool digests = false;  // NAME:digests: the arm with --digests on (A,A:digests prices them)
 };
 AbArm parse_ab_arm(const std::string& spec);
 void validate_compare_options(const CompareOptions& options);

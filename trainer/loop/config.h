@@ -83,6 +83,9 @@ struct RunConfig {
   // --record-collectives: the Trace lists every collective and transfer each rank issued, per iteration
   // (trainer/parallel/recorded_comm.h); host bookkeeping only, no device read.
   bool record_collectives = false;
+  // --digests: a bit-exact digest of every module boundary, reduced grad, clipped grad, optimizer state, loss and
+  // collective, per iteration and microbatch, in the Trace (trainer/measure/digests.h); no read until the run ends.
+  bool digests = false;
   bool param_checksums = false;            // a parameter checksum before and after each step (a Trace or gate)
   bool count_launches = false;             // operators dispatched per site per iteration (OpCounter; --syncs, gates)
   // Called on the last rank at each log point with the Megatron line (print_rank_last), as it is made.

@@ -11,6 +11,7 @@
 
 #include "trainer/timers/timers.h"
 #include "trainer/measure/async_copy.h"
+#include "trainer/model/module_tap.h"
 #include "trainer/optim/adam.h"
 #include "trainer/parallel/comm.h"
 
@@ -38,6 +39,10 @@ class Mutation {
   virtual Adam::MaskedWrite masked_write() const { return {}; }
   // The asynchronous read a protocol's batched read goes through (async_copy.h): issue, wait, values.
   virtual std::unique_ptr<AsyncRead> log_read(std::unique_ptr<AsyncRead> made) const { return made; }
+  // A module boundary's tensor (trainer/model/module_tap.h): what the model continues with. The loop taps the
+  // model's boundaries only when changes_modules() (or --digests) says so: a tap costs host time per module.
+  virtual bool changes_modules() const { return false; }
+  virtual at::Tensor module_boundary(const ModuleSite&, Boundary, at::Tensor t) const { return t; }
   // The data-parallel group the grad buffer's bucket all-reduces go through.
   virtual CommPtr grad_sync_group(CommPtr dp) const { return dp; }
 

@@ -173,6 +173,12 @@ bool records_equal(const IterationRecord& a, const IterationRecord& b, std::stri
   for (size_t i = 0; i < a.collectives.size(); ++i)
     if (a.collectives[i] != b.collectives[i])
       return fail(fmt::format("collective {}: '{}' vs '{}'", i, to_string(a.collectives[i]), to_string(b.collectives[i])));
+  if (a.coord != b.coord) return fail("coord differs");
+  if (a.digests.size() != b.digests.size())
+    return fail(fmt::format("digests: {} vs {}", a.digests.size(), b.digests.size()));
+  for (size_t i = 0; i < a.digests.size(); ++i)
+    if (!(a.digests[i] == b.digests[i]))
+      return fail(fmt::format("digest {}: '{}' vs '{}'", i, to_string(a.digests[i]), to_string(b.digests[i])));
   return true;
 }
 
@@ -224,6 +230,11 @@ nlohmann::json to_json(const IterationRecord& r) {
   if (!r.collectives.empty()) {
     j["collectives"] = nlohmann::json::array();
     for (const CollectiveCall& c : r.collectives) j["collectives"].push_back(to_string(c));
+  }
+  if (!r.coord.empty()) j["coord"] = r.coord;
+  if (!r.digests.empty()) {
+    j["digests"] = nlohmann::json::array();
+    for (const DigestRecord& d : r.digests) j["digests"].push_back(to_string(d));
   }
   return j;
 }
@@ -281,6 +292,12 @@ IterationRecord record_from_json(const nlohmann::json& j) {
     for (const auto& c : field<nlohmann::json>(j, "collectives")) {
       LG_INPUT_CHECK(c.is_string(), "trace JSON: field 'collectives' must hold strings, not {}", c.dump());
       r.collectives.push_back(parse_collective_call(c.get<std::string>()));
+    }
+  if (j.contains("coord")) r.coord = field<std::string>(j, "coord");  // present with --digests only
+  if (j.contains("digests"))
+    for (const auto& d : field<nlohmann::json>(j, "digests")) {
+      LG_INPUT_CHECK(d.is_string(), "trace JSON: field 'digests' must hold strings, not {}", d.dump());
+      r.digests.push_back(parse_digest_record(d.get<std::string>(), r.iteration));
     }
   return r;
 }

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainer/measure/digests.h"
 #include "trainer/parallel/collective_call.h"
 #include "trainer/timers/timer_interval.h"
 
@@ -62,6 +63,9 @@ struct IterationRecord {
   // groups it belongs to (recorded_comm.h). Empty otherwise, and on an iteration a CUDA graph replayed.
   std::vector<CollectiveCall> collectives;
   std::vector<std::string> collective_groups;
+  // --digests: this rank's digests of the iteration, in the order taken, and its coordinates ("tp 1, pp 0, dp 0").
+  std::vector<DigestRecord> digests;
+  std::string coord;
 };
 
 struct Trace {

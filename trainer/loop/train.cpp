@@ -20,6 +20,7 @@
 #include "trainer/measure/ledger.h"
 #include "trainer/measure/op_counter.h"
 #include "trainer/timers/timers.h"
+#include "trainer/loop/digest_taps.h"
 #include "trainer/loop/mutation.h"
 #include "trainer/measure/async_copy.h"
 #include "trainer/loop/protocol.h"
@@ -33,9 +34,12 @@
 namespace loopgate {
 namespace {
 
-// The run's groups: checked inside, recorded outside (the fingerprints are the check's, not the loop's).
-ProcessGroups run_groups(const RunConfig& c, const ProcessGroups& g, const std::shared_ptr<CollectiveLog>& log) {
+// The run's groups: checked inside, then digested, recorded outside (the fingerprints are the check's, not the
+// loop's).
+ProcessGroups run_groups(const RunConfig& c, const ProcessGroups& g, const std::shared_ptr<CollectiveLog>& log,
+                         const std::shared_ptr<DigestLog>& digests) {
   ProcessGroups out = c.check_collectives ? checked_groups(g) : g;
+  if (digests) out = digested_groups(out, digests);
   return log ? recorded_groups(out, log) : out;
 }
 
@@ -44,6 +48,7 @@ struct Loop {
   const RunConfig& cfg;
   const Arm* arm;  // the arm of the current segment (TrainSession::run may change it between segments)
   std::shared_ptr<CollectiveLog> collectives;  // record_collectives: what the groups carried, per iteration
+  std::shared_ptr<DigestLog> digests;          // --digests: every boundary's digest (digests.h)
   ProcessGroups groups;  // the run's groups: recorded (record_collectives), checked (check_collectives)
   int rank;
   Layout layout;
@@ -55,6 +60,7 @@ struct Loop {
   RerunStateMachine rerun;
   Ledger ledger;
   std::unique_ptr<LoopProtocol> protocol;  // the arm's loop protocol; rebuilt when the arm changes
+  std::unique_ptr<ModuleTap> tap;          // the stage's module tap: digests or a mutation's module change
   Schedule schedule;
   std::unique_ptr<CaptureSession> capture;  // the capture probe (RunConfig::capture), GPU only
   std::unique_ptr<IterationGraph> graph;    // --cuda-graph iteration (RunConfig::cuda_graph_iteration)
@@ -70,7 +76,8 @@ struct Loop {
 
   Loop(const RunConfig& c, const Arm& a, ProcessGroups& g, int r)
       : cfg(c), arm(&a), collectives(c.record_collectives ? std::make_shared<CollectiveLog>() : nullptr),
-        groups(run_groups(c, g, collectives)), rank(r),
+        digests(c.digests ? std::make_shared<DigestLog>() : nullptr), groups(run_groups(c, g, collectives, digests)),
+        rank(r),
         layout(Layout::build(groups.world->size(), c.layout)), stage(gpt_build(c.model, layout, r, groups)),
         rerun(c.rerun), protocol(select_protocol(a, c, ledger, groups, r)), schedule(select_schedule(layout)) {}
 };
@@ -109,6 +116,10 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
     if (L.cfg.faults) L.cfg.faults->at_loss(iteration, mb, L.rank, r);
     L.protocol->nan_check(L.rerun, Site::kNanCheckLoss, r.select(0, 0));
   };
+  if (L.digests) {  // the module boundaries' records learn their microbatch and direction
+    hooks.on_forward_start = [&L](int mb) { L.digests->set_phase(DigestPhase::kForward, mb); };
+    hooks.on_backward_start = [&L](int mb) { L.digests->set_phase(DigestPhase::kBackward, mb); };
+  }
   L.buffer->before_bucket_ready = [&L, iteration](int bucket, at::Tensor& grads) {
     if (L.cfg.faults) L.cfg.faults->at_bucket(iteration, bucket, L.rank, grads);
   };
@@ -145,6 +156,10 @@ std::vector<double> lr_table(const Loop& L) {
 // A segment of the current arm begins: the arm's mutation sees the schedule and the masked write (none: Megatron's),
 // its protocol the LR table and the steps so far (zerosync's).
 void begin_segment(Loop& L) {
+  // The model is tapped only while digests are taken or the arm changes a module: a tap costs host time per module.
+  const bool tapped = (L.digests && L.digests->enabled()) || L.arm->mutated().changes_modules();
+  if (tapped && !L.tap) L.tap = make_loop_tap(&L.arm, L.digests.get());
+  L.stage.tap = tapped ? L.tap.get() : nullptr;
   L.schedule = select_schedule(L.layout);
   L.arm->mutated().schedule(L.schedule);
   L.adam->set_masked_write(L.arm->mutated().masked_write());
@@ -175,6 +190,8 @@ void setup(Loop& L) {
     L.capture = make_capture_session();
     LG_INPUT_CHECK(L.capture != nullptr, "the capture probe: this loopgate was built without the GPU tier");
   }
+  LG_INPUT_CHECK(!(cfg.digests && cfg.cuda_graph_iteration),
+                 "--digests with --cuda-graph iteration: a replayed iteration runs no host code to digest it");
   L.num_micro = num_microbatches(cfg.data, L.layout);
   GradBufferConfig bcfg;
   if (cfg.bucket_size > 0) bcfg.bucket_size = cfg.bucket_size;
@@ -270,6 +287,58 @@ at::Tensor reduce_loss(Loop& L, const ForwardBackwardResult& fb) {
   return (val[0] / val[1]).reshape({1});
 }
 
+// ---- --digests outside the model: the grads, the step, the loss (digests.h) ----
+
+// After the backward: every parameter's grad as reduced, the clip's input. Hashed now: the clip scales them in place.
+void digest_reduced_grads(Loop& L) {
+  if (!L.digests || L.in_graph) return;
+  for (size_t i = 0; i < L.stage.params.size(); ++i) {
+    const at::Tensor g = L.buffer->param_grad(static_cast<int>(i));
+    L.digests->set_phase(DigestPhase::kGradReduction);
+    L.digests->add(L.stage.params[i].name, "output", g);
+    L.digests->set_phase(DigestPhase::kClip);
+    L.digests->add(L.stage.params[i].name, "input", g);
+  }
+  L.digests->flush();
+}
+
+// After the step: the clipped grads (the clip's output, the optimizer's input), the grad norm, the main params and
+// Adam's moments; then the reduced loss.
+void digest_step(Loop& L, const StepOutcome& out) {
+  if (!L.digests || L.in_graph) return;
+  if (out.step.grad_norm.defined()) {
+    L.digests->set_phase(DigestPhase::kClip);
+    L.digests->add("grad_norm", "output", out.step.grad_norm);
+    for (size_t i = 0; i < L.adam->size(); ++i) {
+      const std::string& name = L.stage.params[i].name;
+      const at::Tensor g = L.buffer->param_grad(static_cast<int>(i));
+      L.digests->set_phase(DigestPhase::kClip);
+      L.digests->add(name, "output", g);
+      L.digests->set_phase(DigestPhase::kOptimizer);
+      L.digests->add(name, "input", g);
+      L.digests->add(name, "output", L.adam->main_params()[i]);
+      L.digests->add(name + ".exp_avg", "output", L.adam->exp_avg()[i]);
+      L.digests->add(name + ".exp_avg_sq", "output", L.adam->exp_avg_sq()[i]);
+    }
+  }
+  L.digests->set_phase(DigestPhase::kLog);
+  if (out.loss.defined()) L.digests->add("lm_loss", "output", out.loss);
+  L.digests->flush();
+}
+
+// The run's digests, read once after the last iteration, into this rank's records.
+void attach_digests(Loop& L) {
+  if (!L.digests) return;
+  ScopedSite site("diagnostic_digests");  // a read outside every iteration, named apart for CUPTI
+  std::map<int64_t, std::vector<DigestRecord>> by_iteration;
+  for (DigestRecord& d : L.digests->collect()) by_iteration[d.iteration].push_back(std::move(d));
+  const Coord& c = L.stage.coord;
+  for (IterationRecord& r : L.result.trace.records) {
+    r.digests = by_iteration[r.iteration];
+    r.coord = fmt::format("tp {}, pp {}, dp {}", c.tp, c.pp, c.dp);
+  }
+}
+
 // ---- train_step: Megatron training.py train_step, in its order ----
 // `staged`: the graph's static batch (graph_step); null: this iteration's batch is made here.
 StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec, const Batch* staged) {
@@ -287,6 +356,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     fb = forward_backward(L.schedule, L.stage, *L.buffer, batch, make_hooks(L, iteration));
   });
   timer_stop(L, "forward-backward");
+  digest_reduced_grads(L);
 
   // The rerun decision (should_run_forward_backward at loop exit) comes before optimizer.step: the host reads it,
   // or the device keeps it as the step's mask.
@@ -304,6 +374,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   timer_stop(L, "optimizer");
   rec.param_checksum_after = params_checksum(L);
   out.loss = reduce_loss(L, fb);
+  digest_step(L, out);
   rec.schedule = to_string(fb.executed);
   // ==== end of the numerics path ====
 
@@ -588,12 +659,14 @@ TrainSession::TrainSession(const RunConfig& cfg, const Arm& first_arm, ProcessGr
 
 TrainSession::~TrainSession() = default;
 
-bool TrainSession::run(const Arm& arm, int64_t iterations, bool instrumented) {
+bool TrainSession::run(const Arm& arm, int64_t iterations, bool instrumented, bool digests) {
   Loop& L = impl_->L;
   if (L.ended) return false;
-  // A new arm, or the same one with its instrumentation switched, takes over at this iteration: its own sites,
-  // timers and accumulators.
-  if (&arm != L.arm || instrumented != L.ledger.counting()) {
+  // A new arm, or the same one with its instrumentation or digests switched, takes over at this iteration: its own
+  // sites, timers and accumulators.
+  const bool digests_switch = L.digests && digests != L.digests->enabled();
+  if (&arm != L.arm || instrumented != L.ledger.counting() || digests_switch) {
+    if (L.digests) L.digests->set_enabled(digests);
     if (L.graph) L.graph->reset();  // the graph holds the old arm's state tensors
     if (const std::optional<int64_t> steps = L.protocol->end_segment())  // the device counted the successful
       L.scheduler->step(scheduler_increment(L) * *steps - L.scheduler->num_steps());  // steps: the host catches up
@@ -621,6 +694,7 @@ RunResult TrainSession::finish() {
   Loop& L = impl_->L;
   if (!impl_->captured_stop) finish_protocol(L);
   if (L.graph) L.result.graph = L.graph->report();
+  attach_digests(L);
   L.result.async_races = L.ledger.async_races();
   OpCounter::instance().set_enabled(false);
   return std::move(L.result);

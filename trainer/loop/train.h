@@ -54,7 +54,8 @@ class TrainSession {
   // The next `iterations` (at most up to config.train_iters) under `arm`. False once the run has ended (abort,
   // exit vote, the last iteration). `instrumented` false: the ledger counts nothing and a deferred arm's level-1
   // timers record nothing (LoopTimers), so `ab --arms A,A:bare` prices loopgate's bookkeeping; the numbers are the same.
-  bool run(const Arm& arm, int64_t iterations, bool instrumented = true);
+  // `digests` false: a run with RunConfig::digests takes none in these iterations (`ab --arms A,A:digests`).
+  bool run(const Arm& arm, int64_t iterations, bool instrumented = true, bool digests = true);
   int64_t iterations_done() const;
   RunResult finish();  // drains the timers; call once, at the end
 

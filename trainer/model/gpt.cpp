@@ -16,6 +16,23 @@ namespace {
 
 constexpr double kLayerNormEps = 1e-5;
 
+// ---- module boundaries (module_tap.h) ----
+
+// f(input) as module `site`: with a tap, both forward boundaries pass through it, and hooks hand it the grads of
+// the output and of the input as the backward reaches them.
+template <typename F>
+at::Tensor module(GptStage& st, ModuleSite site, const at::Tensor& input, F f) {
+  ModuleTap* tap = st.tap;
+  if (!tap) return f(input);
+  at::Tensor in = tap->at(site, Boundary::kForwardInput, input);
+  if (in.requires_grad())
+    in.register_hook([tap, site](const at::Tensor& g) { return tap->at(site, Boundary::kBackwardOutput, g); });
+  at::Tensor out = tap->at(site, Boundary::kForwardOutput, f(in));
+  if (out.requires_grad())
+    out.register_hook([tap, site](const at::Tensor& g) { return tap->at(site, Boundary::kBackwardInput, g); });
+  return out;
+}
+
 // ---- vocab-parallel embedding (Megatron 8.5) + learned positions ----
 
 // tokens: [s, b] long -> [s, b, h], or [s/tp, b, h] under SP
@@ -87,14 +104,25 @@ at::Tensor causal_self_attention(const at::Tensor& qkv, int head_dim) {
 
 // hidden: [s(/tp), b, h] -> same
 at::Tensor transformer_layer_forward(GptStage& st, const GptLayer& L, const at::Tensor& hidden) {
-  at::Tensor x = layernorm(hidden, L.input_ln_w, L.input_ln_b);
-  at::Tensor qkv = column_parallel_linear(st, x, L.qkv_w, L.qkv_b);  // [s, b, 3h/tp]
-  at::Tensor ctx = causal_self_attention(qkv, st.cfg.head_dim());   // [s, b, h/tp]
-  at::Tensor attn = row_parallel_linear(st, ctx, L.proj_w, L.proj_b);
+  const int l = L.index;
+  at::Tensor x = module(st, {l, "input_layernorm"}, hidden,
+                        [&](const at::Tensor& in) { return layernorm(in, L.input_ln_w, L.input_ln_b); });
+  at::Tensor qkv = module(st, {l, "self_attention.linear_qkv"}, x, [&](const at::Tensor& in) {
+    return column_parallel_linear(st, in, L.qkv_w, L.qkv_b);  // [s, b, 3h/tp]
+  });
+  at::Tensor ctx = module(st, {l, "self_attention.core_attention"}, qkv, [&](const at::Tensor& in) {
+    return causal_self_attention(in, st.cfg.head_dim());  // [s, b, h/tp]
+  });
+  at::Tensor attn = module(st, {l, "self_attention.linear_proj"}, ctx,
+                           [&](const at::Tensor& in) { return row_parallel_linear(st, in, L.proj_w, L.proj_b); });
   at::Tensor h1 = hidden + attn;
-  at::Tensor y = layernorm(h1, L.mlp_ln_w, L.mlp_ln_b);
-  at::Tensor fc1 = at::gelu(column_parallel_linear(st, y, L.fc1_w, L.fc1_b));  // [s, b, ffn/tp]
-  at::Tensor mlp = row_parallel_linear(st, fc1, L.fc2_w, L.fc2_b);
+  at::Tensor y = module(st, {l, "pre_mlp_layernorm"}, h1,
+                        [&](const at::Tensor& in) { return layernorm(in, L.mlp_ln_w, L.mlp_ln_b); });
+  at::Tensor fc1 = module(st, {l, "mlp.linear_fc1"}, y, [&](const at::Tensor& in) {
+    return at::gelu(column_parallel_linear(st, in, L.fc1_w, L.fc1_b));  // [s, b, ffn/tp]
+  });
+  at::Tensor mlp = module(st, {l, "mlp.linear_fc2"}, fc1,
+                          [&](const at::Tensor& in) { return row_parallel_linear(st, in, L.fc2_w, L.fc2_b); });
   return h1 + mlp;
 }
 
@@ -102,9 +130,14 @@ at::Tensor transformer_layer_forward(GptStage& st, const GptLayer& L, const at::
 
 // hidden: [s(/tp), b, h], labels: [s, b] -> per-token loss [s, b]
 at::Tensor output_and_loss(GptStage& st, const at::Tensor& hidden, const at::Tensor& labels) {
-  at::Tensor x = layernorm(hidden, st.final_ln_w, st.final_ln_b);
-  at::Tensor logits = column_parallel_linear(st, x, st.output_weight, at::Tensor());  // [s, b, V/tp]
-  return vocab_parallel_cross_entropy(logits, labels, *st.groups.tp);
+  at::Tensor x = module(st, {-1, "final_layernorm"}, hidden,
+                        [&](const at::Tensor& in) { return layernorm(in, st.final_ln_w, st.final_ln_b); });
+  at::Tensor logits = module(st, {-1, "output_layer"}, x, [&](const at::Tensor& in) {
+    return column_parallel_linear(st, in, st.output_weight, at::Tensor());  // [s, b, V/tp]
+  });
+  return module(st, {-1, "loss"}, logits, [&](const at::Tensor& in) {
+    return vocab_parallel_cross_entropy(in, labels, *st.groups.tp);
+  });
 }
 
 // ---- binding params to the stage ----
@@ -116,6 +149,10 @@ at::Tensor require(const GptStage& st, const std::string& name) {
 }
 
 }  // namespace
+
+std::string module_name(const ModuleSite& site) {
+  return site.layer < 0 ? std::string(site.module) : "layers." + std::to_string(site.layer) + "." + site.module;
+}
 
 const Param* gpt_find_param(const GptStage& st, const std::string& name) {
   for (const Param& p : st.params)
@@ -168,7 +205,9 @@ GptStage gpt_build(const ModelConfig& cfg, const Layout& layout, int world_rank,
 }
 
 at::Tensor gpt_forward(GptStage& st, const at::Tensor& input, const at::Tensor& labels) {
-  at::Tensor hidden = st.is_first_stage() ? embedding_forward(st, input) : input;
+  at::Tensor hidden = st.is_first_stage() ? module(st, {-1, "embedding"}, input,
+                                                    [&](const at::Tensor& in) { return embedding_forward(st, in); })
+                                          : input;
   for (const GptLayer& L : st.layers) hidden = transformer_layer_forward(st, L, hidden);
   if (!st.is_last_stage()) return hidden;
   LG_CHECK(labels.defined(), "gpt_forward: the last stage needs labels");

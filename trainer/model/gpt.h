@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "trainer/model/config.h"
+#include "trainer/model/module_tap.h"
 #include "trainer/model/param.h"
 #include "trainer/parallel/comm.h"
 #include "trainer/parallel/layout.h"
@@ -37,6 +38,7 @@ struct GptStage {
   std::vector<GptLayer> layers;
   at::Tensor final_ln_w, final_ln_b;  // last stage
   at::Tensor output_weight;           // last stage: [V/tp, h] (= word_embeddings when tied and pp == 1)
+  ModuleTap* tap = nullptr;           // watches every module boundary (module_tap.h); null: none
 
   bool is_first_stage() const { return coord.pp == 0; }
   bool is_last_stage() const { return coord.pp == layout.pp() - 1; }

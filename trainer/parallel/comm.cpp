@@ -7,6 +7,15 @@
 
 namespace loopgate {
 
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "?";
+}
+
 at::Tensor sum_in_order(const at::Tensor& parts, const CommOptions& options, int64_t call) {
   const int n = static_cast<int>(parts.size(0));
   std::vector<int> order(n);

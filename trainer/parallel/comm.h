@@ -13,6 +13,7 @@
 namespace loopgate {
 
 enum class ReduceOp { kSum, kMax, kMin };
+const char* reduce_op_name(ReduceOp op);  // sum, max, min
 
 // How a floating-point SUM is ordered. kNative: the backend's own algorithm (deterministic for a fixed
 // (np, size, Open MPI) on CPU). kFixed: gather, then add in group-rank order 0,1,...,n-1 — the same bits for

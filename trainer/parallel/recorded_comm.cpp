@@ -25,28 +25,19 @@ std::vector<CollectiveCall> CollectiveLog::take(int64_t iteration) {
   return out;
 }
 
-namespace {
-
-const char* reduce_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
-  }
-  return "?";
-}
-
-std::string group_name(const Comm& c, const std::string& kind) {
+std::string group_label(const Comm& c, const std::string& kind) {
   const std::vector<int>& w = c.world_ranks();
   return fmt::format("{}#{}", kind, w.empty() ? 0 : *std::min_element(w.begin(), w.end()));
 }
 
+namespace {
+
 class RecordedComm final : public ForwardingComm {
  public:
   RecordedComm(CommPtr inner, const std::string& kind, std::shared_ptr<CollectiveLog> log)
-      : ForwardingComm(std::move(inner)), name_(group_name(*inner_, kind)), log_(std::move(log)) {}
+      : ForwardingComm(std::move(inner)), name_(group_label(*inner_, kind)), log_(std::move(log)) {}
   void all_reduce(at::Tensor& t, ReduceOp op) override {
-    collective(fmt::format("all_reduce.{}", reduce_name(op)), t);
+    collective(fmt::format("all_reduce.{}", reduce_op_name(op)), t);
     inner_->all_reduce(t, op);
   }
   at::Tensor all_gather(const at::Tensor& t) override {
@@ -54,7 +45,7 @@ class RecordedComm final : public ForwardingComm {
     return inner_->all_gather(t);
   }
   at::Tensor reduce_scatter(const at::Tensor& t, ReduceOp op) override {
-    collective(fmt::format("reduce_scatter.{}", reduce_name(op)), t);
+    collective(fmt::format("reduce_scatter.{}", reduce_op_name(op)), t);
     return inner_->reduce_scatter(t, op);
   }
   void broadcast(at::Tensor& t, int root) override {
@@ -123,8 +114,8 @@ ProcessGroups recorded_groups(const ProcessGroups& g, const std::shared_ptr<Coll
 }
 
 std::vector<std::string> recorded_group_names(const ProcessGroups& g) {
-  return {group_name(*g.world, "world"), group_name(*g.tp, "tp"), group_name(*g.dp, "dp"), group_name(*g.pp, "pp"),
-          group_name(*g.mp, "mp")};
+  return {group_label(*g.world, "world"), group_label(*g.tp, "tp"), group_label(*g.dp, "dp"), group_label(*g.pp, "pp"),
+          group_label(*g.mp, "mp")};
 }
 
 }  // namespace loopgate

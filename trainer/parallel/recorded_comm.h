@@ -30,6 +30,8 @@ class CollectiveLog {
 // `inner` recorded into `log` as group `kind` ("tp", "dp", ...).
 CommPtr recorded_comm(CommPtr inner, const std::string& kind, std::shared_ptr<CollectiveLog> log);
 ProcessGroups recorded_groups(const ProcessGroups& groups, const std::shared_ptr<CollectiveLog>& log);
+// A group's name in records: its kind and its lowest world rank ("tp#2").
+std::string group_label(const Comm& group, const std::string& kind);
 // The group names recorded_groups gives this rank's groups ("world#0", "tp#2", ...): a Trace lists them so that a
 // check knows the members of each group even where a rank issued nothing on it.
 std::vector<std::string> recorded_group_names(const ProcessGroups& groups);

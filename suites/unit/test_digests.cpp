@@ -1,0 +1,140 @@
+// Unit tests for digests and the first divergence: a digest is the same for the same bits wherever the tensor sits
+// in its batch, and changes with one flipped bit or two swapped elements; the Trace line round trip; and the
+// localization on hand-made Traces — a module whose inputs match, a collective whose inputs match on every rank, a
+// divergence that arrives through an input, records only one side took.
+// Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 shifts every hand-computed expectation, so every test here fails.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "fixtures/localize.h"
+#include "trainer/common/error.h"
+#include "trainer/measure/digests.h"
+
+namespace loopgate {
+namespace {
+
+int wrong() {
+  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
+  return w;
+}
+
+uint64_t digest_of(const std::vector<at::Tensor>& batch, size_t which) {
+  DigestLog log;
+  for (const at::Tensor& t : batch) log.add("t", "output", t);
+  return log.collect().at(which).digest;
+}
+
+TEST(Digests, SameBitsSameDigestWhereverInTheBatch) {
+  const at::Tensor x = at::arange(1000, at::kFloat).mul(0.37);
+  const uint64_t alone = digest_of({x}, 0);
+  EXPECT_EQ(digest_of({at::ones({77}), x}, 1), alone + static_cast<uint64_t>(wrong()));
+  EXPECT_EQ(digest_of({x.clone(), at::zeros({3}, at::kLong)}, 0), alone);
+}
+
+TEST(Digests, OneFlippedBitOrOneSwappedPairChangesIt) {
+  const at::Tensor x = at::arange(64, at::kFloat).mul(1.5);
+  const uint64_t d = digest_of({x}, 0);
+  at::Tensor flipped = x.clone();
+  int32_t bits;
+  std::memcpy(&bits, flipped.data_ptr<float>() + 10, 4);
+  bits ^= wrong() ? 0 : 1;  // the last mantissa bit
+  std::memcpy(flipped.data_ptr<float>() + 10, &bits, 4);
+  EXPECT_NE(digest_of({flipped}, 0), d);
+  at::Tensor swapped = x.clone();
+  if (!wrong()) std::swap(swapped.data_ptr<float>()[3], swapped.data_ptr<float>()[4]);
+  EXPECT_NE(digest_of({swapped}, 0), d);
+}
+
+TEST(Digests, EveryDtypeHashes) {
+  for (const at::Tensor& t : {at::ones({5}, at::kDouble), at::ones({5}, at::kHalf), at::ones({5}, at::kBool),
+                              at::ones({5}, at::kLong), at::ones({5}, at::kByte)})
+    EXPECT_NE(digest_of({t}, 0), wrong() ? digest_of({t}, 0) : 0u) << t.scalar_type();
+}
+
+TEST(Digests, LineRoundTripAndErrors) {
+  DigestRecord r;
+  r.iteration = 3;
+  r.microbatch = 2;
+  r.phase = DigestPhase::kBackward;
+  r.name = "layers.1.mlp.linear_fc1";
+  r.what = "output";
+  r.digest = 0x0123456789abcdefULL;
+  EXPECT_EQ(to_string(r), wrong() ? "" : "2 backward layers.1.mlp.linear_fc1 output 0x0123456789abcdef");
+  EXPECT_TRUE(parse_digest_record(to_string(r), 3) == r);
+  for (const char* bad : {"2 sideways x output 0x0123456789abcdef", "2 forward x output 0x12", "x forward y input 0x0123456789abcdef",
+                          "2 forward x both 0x0123456789abcdef"})
+    EXPECT_THROW(parse_digest_record(bad, 1), InputError) << bad;
+}
+
+// Two ranks, iteration 1: a module (input, output) then a collective over both ranks (input, output).
+Trace two_ranks(const std::string& arm) {
+  Trace t;
+  t.arm = arm;
+  for (int rank = 0; rank < 2; ++rank) {
+    IterationRecord r;
+    r.iteration = 1;
+    r.rank = rank;
+    r.coord = "tp " + std::to_string(rank) + ", pp 0, dp 0";
+    for (const char* line : {"0 forward layers.0.mlp.linear_fc1 input 0x0000000000000001",
+                             "0 forward layers.0.mlp.linear_fc1 output 0x0000000000000002",
+                             "0 forward tp#0.all_reduce.sum@numerics input 0x0000000000000003",
+                             "0 forward tp#0.all_reduce.sum@numerics output 0x0000000000000004",
+                             "-1 log world#0.all_gather@timers output 0x0000000000000005"})
+      r.digests.push_back(parse_digest_record(line, 1));
+    t.records.push_back(r);
+  }
+  return t;
+}
+
+TEST(FirstDivergence, AModuleWhoseInputsMatch) {
+  const Trace a = two_ranks("baseline");
+  Trace b = two_ranks("cand");
+  b.records[1].digests[1].digest = 9;  // rank 1's fc1 output, so its all-reduce input
+  b.records[1].digests[2].digest = 9;
+  b.records[0].digests[3].digest = 9;  // and the all-reduce's output on both ranks: not a root (rank 1's input)
+  b.records[1].digests[3].digest = 9;
+  const auto d = first_divergence(a, b);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->describe(), wrong() ? "" : "iteration 1, rank 1 (tp 1, pp 0, dp 0), microbatch 0, forward, layer 0 "
+                                          "mlp.linear_fc1: output differs, inputs identical");
+}
+
+TEST(FirstDivergence, ACollectiveWhoseInputsMatchOnEveryRank) {
+  const Trace a = two_ranks("baseline");
+  Trace b = two_ranks("cand");
+  for (IterationRecord& r : b.records) r.digests[3].digest = 9;
+  b.records[0].digests[4].digest = 7;  // a timers gather: host times, never compared
+  const auto d = first_divergence(a, b);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_TRUE(d->collective);
+  EXPECT_EQ(d->describe(), wrong() ? "" : "iteration 1, rank 0 (tp 0, pp 0, dp 0), microbatch 0, forward, collective "
+                                          "tp#0.all_reduce.sum@numerics: output differs, inputs identical on every "
+                                          "rank of the group; the same on rank(s) 1");
+}
+
+TEST(FirstDivergence, NoneWhenOnlyUncomparedRecordsDiffer) {
+  const Trace a = two_ranks("baseline");
+  Trace b = two_ranks("cand");
+  b.records[0].digests[wrong() ? 1 : 4].digest = 7;
+  b.records[1].digests.push_back(parse_digest_record("-1 log only_here output 0x0000000000000009", 1));
+  EXPECT_FALSE(first_divergence(a, b).has_value());
+  b.records[0].digests[0].digest = 8;  // an input differs with nothing before it: said so, not a root
+  const auto d = first_divergence(a, b);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_FALSE(d->inputs_identical);
+  EXPECT_NE(d->describe().find("input differs"), std::string::npos) << d->describe();
+}
+
+TEST(FirstDivergence, ATraceWithoutDigestsIsRefused) {
+  Trace a = two_ranks("baseline");
+  if (!wrong())
+    for (IterationRecord& r : a.records) r.digests.clear();
+  EXPECT_THROW(first_divergence(a, two_ranks("cand")), InputError);
+}
+
+}  // namespace
+}  // namespace loopgate
