@@ -10,6 +10,7 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <random>
 
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
@@ -34,11 +35,21 @@
 namespace loopgate {
 namespace {
 
-// The run's groups: checked inside, then digested, recorded outside (the fingerprints are the check's, not the
-// loop's).
+// The run's groups: stressed innermost (--stress on a GPU), checked, digested, recorded outside (the fingerprints
+// are the check's, not the loop's).
 ProcessGroups run_groups(const RunConfig& c, const ProcessGroups& g, const std::shared_ptr<CollectiveLog>& log,
-                         const std::shared_ptr<DigestLog>& digests) {
-  ProcessGroups out = c.check_collectives ? checked_groups(g) : g;
+                         const std::shared_ptr<DigestLog>& digests, int rank) {
+  ProcessGroups out = g;
+#if LOOPGATE_HAS_CUDA
+  if (c.stress.on && c.model.device.is_cuda()) {  // each collective behind a seeded, rank-asymmetric delay
+    const uint64_t seed = c.stress.seed * 1000003ULL + static_cast<uint64_t>(rank) * 7919ULL;
+    out = {stressed_comm(out.world, seed), stressed_comm(out.tp, seed + 1), stressed_comm(out.dp, seed + 2),
+           stressed_comm(out.pp, seed + 3), stressed_comm(out.mp, seed + 4)};
+  }
+#else
+  (void)rank;
+#endif
+  if (c.check_collectives) out = checked_groups(out);
   if (digests) out = digested_groups(out, digests);
   return log ? recorded_groups(out, log) : out;
 }
@@ -61,6 +72,7 @@ struct Loop {
   Ledger ledger;
   std::unique_ptr<LoopProtocol> protocol;  // the arm's loop protocol; rebuilt when the arm changes
   std::unique_ptr<ModuleTap> tap;          // the stage's module tap: digests or a mutation's module change
+  std::mt19937_64 stress_rng;              // --stress: the staging copies' delays (seeded per rank)
   Schedule schedule;
   std::unique_ptr<CaptureSession> capture;  // the capture probe (RunConfig::capture), GPU only
   std::unique_ptr<IterationGraph> graph;    // --cuda-graph iteration (RunConfig::cuda_graph_iteration)
@@ -76,7 +88,7 @@ struct Loop {
 
   Loop(const RunConfig& c, const Arm& a, ProcessGroups& g, int r)
       : cfg(c), arm(&a), collectives(c.record_collectives ? std::make_shared<CollectiveLog>() : nullptr),
-        digests(c.digests ? std::make_shared<DigestLog>() : nullptr), groups(run_groups(c, g, collectives, digests)),
+        digests(c.digests ? std::make_shared<DigestLog>() : nullptr), groups(run_groups(c, g, collectives, digests, r)),
         rank(r),
         layout(Layout::build(groups.world->size(), c.layout)), stage(gpt_build(c.model, layout, r, groups)),
         rerun(c.rerun), protocol(select_protocol(a, c, ledger, groups, r)), schedule(select_schedule(layout)) {}
@@ -99,8 +111,11 @@ uint64_t params_checksum(Loop& L) {
 // Megatron's get_batch: the host batch, then one pinned, non-blocking copy per tensor — no host sync. (A plain
 // .to(cuda) from pageable memory is a copy plus a stream synchronize: 8 unledgered syncs per iteration, caught by
 // CUPTI.)
-Batch get_batch(const Loop& L, int64_t iteration) {
+Batch get_batch(Loop& L, int64_t iteration) {
   Batch b = make_host_batch(L.cfg.model, L.cfg.data, L.layout, L.rank, iteration);
+#if LOOPGATE_HAS_CUDA
+  if (L.cfg.stress.on && L.cfg.model.device.is_cuda()) stress_sleep(L.stress_rng);  // the copies wait behind it
+#endif
   for (Microbatch& m : b.microbatches) {
     m.tokens = upload(m.tokens, L.cfg.model.device);
     m.labels = upload(m.labels, L.cfg.model.device);
@@ -192,6 +207,7 @@ void setup(Loop& L) {
   }
   LG_INPUT_CHECK(!(cfg.digests && cfg.cuda_graph_iteration),
                  "--digests with --cuda-graph iteration: a replayed iteration runs no host code to digest it");
+  L.stress_rng.seed(cfg.stress.seed * 31337ULL + static_cast<uint64_t>(L.rank));
   L.num_micro = num_microbatches(cfg.data, L.layout);
   GradBufferConfig bcfg;
   if (cfg.bucket_size > 0) bcfg.bucket_size = cfg.bucket_size;

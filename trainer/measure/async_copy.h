@@ -15,9 +15,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "trainer/measure/ledger.h"
+#include "trainer/parallel/comm.h"
 
 namespace loopgate {
 
@@ -53,6 +55,11 @@ at::Tensor upload(const at::Tensor& host, c10::Device device);
 #if LOOPGATE_HAS_CUDA
 // The GPU form (async_copy_cuda.cpp).
 std::unique_ptr<AsyncRead> make_cuda_async_read(Ledger& ledger, Site site, const DeviceStress& stress, uint64_t seed);
+// --stress: every collective of `inner` waits behind a seeded 1..4 ms of spinning on the stream, so the host runs
+// far ahead of the device at each one (seed: per rank, so the delays are rank-asymmetric).
+CommPtr stressed_comm(CommPtr inner, uint64_t seed);
+// --stress: a seeded 1..4 ms of spinning on the current stream (before a staging copy).
+void stress_sleep(std::mt19937_64& rng);
 #endif
 
 }  // namespace loopgate
