@@ -2,6 +2,7 @@
 #include "trainer/measure/digests.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <fmt/format.h>
 
 #include <array>
@@ -96,7 +97,7 @@ void DigestLog::flush() {
     batch.swap(pending_);
   }
   if (batch.empty()) return;
-  at::NoGradGuard no_grad;  // the tensors may be autograd's: the hash is no part of any graph
+  c10::NoGradGuard no_grad;  // the tensors may be autograd's: the hash is no part of any graph
   std::map<at::ScalarType, std::vector<size_t>> by_dtype;  // one concatenation per dtype
   for (size_t i = 0; i < batch.size(); ++i) by_dtype[batch[i].tensor.scalar_type()].push_back(i);
   for (const auto& [dtype, members] : by_dtype) {
