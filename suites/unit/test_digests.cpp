@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "fixtures/defects/mutations.h"
 #include "fixtures/localize.h"
 #include "trainer/common/error.h"
 #include "trainer/measure/digests.h"
@@ -68,6 +69,24 @@ TEST(Digests, LineRoundTripAndErrors) {
   for (const char* bad : {"2 sideways x output 0x0123456789abcdef", "2 forward x output 0x12", "x forward y input 0x0123456789abcdef",
                           "2 forward x both 0x0123456789abcdef"})
     EXPECT_THROW(parse_digest_record(bad, 1), InputError) << bad;
+}
+
+// The planted module defects must change the GPU tier's bf16 activations too: a 2^-10 scale rounds away in bf16's
+// 8 bits (the first GPU run of defect-numerics-fc1-backward passed equivalence that way), 2^-6 does not.
+TEST(PlantedModuleScale, ChangesBf16AndFloat32) {
+  const int rank = world_rank_for_errors();
+  world_rank_for_errors() = 0;
+  set_current_iteration(1);
+  const auto scale = scale_module(0, "mlp.linear_fc1", Boundary::kBackwardOutput, 0);
+  for (at::ScalarType dtype : {at::kBFloat16, at::kFloat}) {
+    const at::Tensor t = at::linspace(-3.0, 3.0, 257).to(dtype);
+    const at::Tensor scaled = scale({0, "mlp.linear_fc1"}, Boundary::kBackwardOutput, t);
+    const int64_t changed = scaled.ne(t).sum().item<int64_t>();
+    EXPECT_GE(changed, wrong() ? 257 : 200) << dtype << ": only " << changed << " of 257 values changed";
+    EXPECT_TRUE(scale({1, "mlp.linear_fc1"}, Boundary::kBackwardOutput, t).equal(t)) << "another layer changed";
+  }
+  set_current_iteration(0);
+  world_rank_for_errors() = rank;
 }
 
 // Two ranks, iteration 1: a module (input, output) then a collective over both ranks (input, output).

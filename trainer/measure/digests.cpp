@@ -70,7 +70,16 @@ void DigestLog::add(const std::string& name, const char* what, const at::Tensor&
   key.phase = phase_;
   key.name = name;
   key.what = what;
-  pending_.push_back({std::move(key), t});
+  Pending p{std::move(key), t};
+  const void* impl = t.unsafeGetTensorImpl();
+  auto it = seen_.find(impl);
+  if (it != seen_.end() && it->second.first == t._version()) {
+    p.same_as = static_cast<long>(it->second.second);
+    p.tensor = at::Tensor();
+  } else {
+    seen_[impl] = {t._version(), pending_.size()};
+  }
+  pending_.push_back(std::move(p));
 }
 
 const DigestLog::Weights& DigestLog::weights_for(const std::vector<int64_t>& lengths, const at::Device& device) {
@@ -95,26 +104,32 @@ void DigestLog::flush() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     batch.swap(pending_);
+    seen_.clear();
   }
   if (batch.empty()) return;
   c10::NoGradGuard no_grad;  // the tensors may be autograd's: the hash is no part of any graph
   std::map<at::ScalarType, std::vector<size_t>> by_dtype;  // one concatenation per dtype
-  for (size_t i = 0; i < batch.size(); ++i) by_dtype[batch[i].tensor.scalar_type()].push_back(i);
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (batch[i].same_as < 0) by_dtype[batch[i].tensor.scalar_type()].push_back(i);
+  std::vector<size_t> hashed_at(batch.size());
   for (const auto& [dtype, members] : by_dtype) {
     std::vector<at::Tensor> parts;
     std::vector<int64_t> lengths;
     for (size_t i : members) {
       parts.push_back(batch[i].tensor.reshape({-1}));
       lengths.push_back(parts.back().numel() * std::max<int64_t>(1, parts.back().element_size() / 4));
-      added_.push_back(flushed_ + i);
-      keys_.push_back(std::move(batch[i].key));
+      hashed_at[i] = hashed_++;
     }
     const Weights& w = weights_for(lengths, parts.front().device());
     at::Tensor x = words_of(at::cat(parts)).to(at::kLong).mul_(w.weights);
     at::Tensor d = at::zeros({static_cast<int64_t>(members.size())}, x.options());
     digests_.push_back(d.index_add_(0, w.segments, x));
   }
-  flushed_ += batch.size();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].same_as >= 0) hashed_at[i] = hashed_at[static_cast<size_t>(batch[i].same_as)];
+    keys_.push_back(std::move(batch[i].key));
+    source_.push_back(hashed_at[i]);
+  }
 }
 
 std::vector<DigestRecord> DigestLog::collect() {
@@ -122,11 +137,8 @@ std::vector<DigestRecord> DigestLog::collect() {
   if (digests_.empty()) return {};
   const at::Tensor all = at::cat(digests_).to(at::kCPU);  // the one read, after the run
   const int64_t* v = all.data_ptr<int64_t>();
-  std::vector<DigestRecord> out(keys_.size());  // back in the order added
-  for (size_t i = 0; i < keys_.size(); ++i) {
-    out[added_[i]] = keys_[i];
-    out[added_[i]].digest = static_cast<uint64_t>(v[i]);
-  }
+  std::vector<DigestRecord> out = keys_;
+  for (size_t i = 0; i < out.size(); ++i) out[i].digest = static_cast<uint64_t>(v[source_[i]]);
   return out;
 }
 

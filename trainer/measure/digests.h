@@ -58,6 +58,8 @@ class DigestLog {
   struct Pending {
     DigestRecord key;
     at::Tensor tensor;  // as added: flattening it is left to flush (one host dispatch fewer per record)
+    long same_as = -1;  // the batch's earlier entry holding the same tensor, unchanged (a module's input is
+                        // mostly the previous module's output): hashed once
   };
   struct Weights {
     at::Tensor weights, segments;  // per word: its position weight, its record's index in the batch
@@ -69,9 +71,10 @@ class DigestLog {
   DigestPhase phase_ = DigestPhase::kForward;
   int microbatch_ = -1;
   std::vector<Pending> pending_;
-  std::vector<DigestRecord> keys_;     // flushed, in hashing order (by dtype within a flush)
-  std::vector<size_t> added_;          // each flushed key's place in the order added
-  size_t flushed_ = 0;                 // records flushed so far
+  std::map<const void*, std::pair<int64_t, size_t>> seen_;  // this batch: tensor -> (its version, its entry)
+  std::vector<DigestRecord> keys_;     // flushed, in the order added
+  std::vector<size_t> source_;         // each key's digest: its place among the hashed tensors
+  size_t hashed_ = 0;                  // tensors hashed so far
   std::vector<at::Tensor> digests_;    // per flush: int64 [records of the flush]
   std::map<std::vector<int64_t>, Weights> weights_;  // per batch layout: the same every iteration
 };
