@@ -94,9 +94,12 @@ std::string join(const std::vector<std::string>& v) {
 
 class LoggingExit : public ::testing::TestWithParam<std::string> {};
 
+// A failure says where the runs part (fixtures/localize.h); "none" there means the computed values agree and the
+// difference is in what was logged.
 TEST_P(LoggingExit, LoggedFieldsEqualBaselineAtEveryLogPointInterval1) {
   auto m = compare_fields(clean_run("baseline").trace, clean_run(GetParam()).trace, kLoggedFields);
-  EXPECT_TRUE(m.empty()) << describe(m, "baseline", GetParam());
+  EXPECT_TRUE(m.empty()) << describe(m, "baseline", GetParam()) << "\n  "
+                         << localize("clean", clean_config(), GetParam());
 }
 
 TEST_P(LoggingExit, LoggedFieldsEqualBaselineAtEveryLogPointInterval3) {
@@ -104,7 +107,9 @@ TEST_P(LoggingExit, LoggedFieldsEqualBaselineAtEveryLogPointInterval3) {
   const IterationRecord* r3 = base.find(3, world_size() - 1);  // the averaged point must hold a loss
   ASSERT_TRUE(r3 && has_value(*r3, "lm_loss")) << "no lm loss logged at iteration 3 on the last rank";
   auto m = compare_fields(base, log3_run(GetParam()).trace, kLoggedFields);
-  EXPECT_TRUE(m.empty()) << describe(m, "baseline", GetParam());
+  const SyncScenario s = logged_scenario(gate_fixture());
+  EXPECT_TRUE(m.empty()) << describe(m, "baseline", GetParam()) << "\n  "
+                         << localize("sync:" + s.key, sync_scenario_config(gate_fixture(), s), GetParam());
 }
 
 TEST_P(LoggingExit, MegatronLogLinesEqualBaselineApartFromTiming) {
