@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trainer/measure/digests.h"
+#include "trainer/measure/digest_record.h"
 #include "trainer/parallel/collective_call.h"
 #include "trainer/timers/timer_interval.h"
 

@@ -14,8 +14,6 @@
 namespace loopgate {
 namespace {
 
-constexpr std::array<const char*, 6> kPhaseNames = {"forward", "backward", "grad_reduction", "clip", "optimizer", "log"};
-
 // A flat tensor's bits as int32 words (a view where the element is 4 or 8 bytes).
 at::Tensor words_of(const at::Tensor& flat) {
   switch (flat.element_size()) {
@@ -27,33 +25,6 @@ at::Tensor words_of(const at::Tensor& flat) {
 }
 
 }  // namespace
-
-const char* digest_phase_name(DigestPhase phase) { return kPhaseNames.at(static_cast<size_t>(phase)); }
-
-DigestPhase parse_digest_phase(const std::string& name) {
-  for (size_t i = 0; i < kPhaseNames.size(); ++i)
-    if (name == kPhaseNames[i]) return static_cast<DigestPhase>(i);
-  throw InputError(fmt::format("digest phase '{}' is not forward|backward|grad_reduction|clip|optimizer|log", name));
-}
-
-std::string to_string(const DigestRecord& r) {
-  return fmt::format("{} {} {} {} 0x{:016x}", r.microbatch, digest_phase_name(r.phase), r.name, r.what, r.digest);
-}
-
-DigestRecord parse_digest_record(const std::string& line, int64_t iteration) {
-  std::istringstream in(line);
-  std::string phase, hex;
-  DigestRecord r;
-  r.iteration = iteration;
-  in >> r.microbatch >> phase >> r.name >> r.what >> hex;
-  std::string rest;
-  LG_INPUT_CHECK(!in.fail() && !(in >> rest) && (r.what == "input" || r.what == "output") && hex.rfind("0x", 0) == 0 &&
-                     hex.size() == 18,
-                 "trace JSON: digest '{}' is not 'MB PHASE NAME input|output 0xDIGEST'", line);
-  r.phase = parse_digest_phase(phase);
-  r.digest = std::stoull(hex.substr(2), nullptr, 16);
-  return r;
-}
 
 void DigestLog::set_phase(DigestPhase phase, int microbatch) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "trainer/common/error.h"
 
@@ -27,7 +28,13 @@ std::string word(const std::string& s, size_t& pos) {
   return w;
 }
 
-bool digits(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
+// A non-negative decimal that fits `T` (no sign, no spaces); false otherwise. Never throws (fuzzed input).
+template <typename T>
+bool number(const std::string& s, T* out) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
 
 }  // namespace
 
@@ -45,9 +52,7 @@ CollectiveCall parse_collective_call(const std::string& line) {
   const size_t open = typed.find('[');
   if (c.group.empty() || c.op.empty() || open == std::string::npos || typed.back() != ']') throw bad();
   c.dtype = typed.substr(0, open);
-  const std::string count = typed.substr(open + 1, typed.size() - open - 2);
-  if (!digits(count)) throw bad();
-  c.count = std::stoll(count);
+  if (!number(typed.substr(open + 1, typed.size() - open - 2), &c.count)) throw bad();
   std::string next = word(line, pos);
   std::string arrow;
   if (next.rfind("->", 0) == 0 || next.rfind("<-", 0) == 0) {
@@ -58,14 +63,13 @@ CollectiveCall parse_collective_call(const std::string& line) {
     next = word(line, pos);
   }
   if (!arrow.empty()) {
-    if (!digits(next)) throw bad();
-    c.peer = std::stoi(next);
+    if (!number(next, &c.peer)) throw bad();
     next = word(line, pos);
   }
   const std::string scope = word(line, pos);
-  if (next.size() < 2 || next[0] != '#' || !digits(next.substr(1)) || scope.empty() || scope[0] != '@' || pos != line.size())
+  if (next.size() < 2 || next[0] != '#' || !number(next.substr(1), &c.seq) || scope.empty() || scope[0] != '@' ||
+      pos != line.size())
     throw bad();
-  c.seq = std::stoll(next.substr(1));
   c.scope = scope.substr(1);
   const bool transfer_arrow = arrow == "->" || arrow == "<-";
   LG_INPUT_CHECK(transfer_arrow == c.transfer() && (arrow != "->" || c.op == "send") && (arrow != "<-" || c.op == "recv"),
