@@ -57,7 +57,17 @@ if(LOOPGATE_CUDA)
   if(NOT TARGET CUDA::cupti OR NOT LOOPGATE_NCCL_LIBRARY)
     message(FATAL_ERROR "loopgate: LOOPGATE_CUDA=ON needs CUPTI and NCCL (nccl: ${LOOPGATE_NCCL_LIBRARY})")
   endif()
+  # The digests' kernel (trainer/measure/digest_hash.cu): a plain CUDA unit, no LibTorch header, its own target so
+  # LibTorch's interface flags never reach nvcc. sm_90 (H100/H200) unless LOOPGATE_CUDA_ARCHITECTURES says otherwise.
+  enable_language(CUDA)
+  set(LOOPGATE_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures of loopgate's own kernels")
+  add_library(loopgate_digest_kernel STATIC ${PROJECT_SOURCE_DIR}/trainer/measure/digest_hash.cu)
+  target_include_directories(loopgate_digest_kernel PRIVATE ${PROJECT_SOURCE_DIR})
+  set_target_properties(loopgate_digest_kernel PROPERTIES CUDA_ARCHITECTURES "${LOOPGATE_CUDA_ARCHITECTURES}"
+                                                          CUDA_STANDARD 17 POSITION_INDEPENDENT_CODE ON)
+  target_link_libraries(loopgate_trainer PUBLIC loopgate_digest_kernel)
   target_sources(loopgate_trainer PRIVATE ${LOOPGATE_CUPTI_SOURCES}
+                 ${PROJECT_SOURCE_DIR}/trainer/measure/digests_cuda.cpp
                  ${PROJECT_SOURCE_DIR}/trainer/parallel/comm_nccl.cpp
                  ${PROJECT_SOURCE_DIR}/trainer/timers/device_cuda.cpp
                  ${PROJECT_SOURCE_DIR}/trainer/capture/capture_cuda.cpp

@@ -5,23 +5,22 @@
 #include <c10/core/GradMode.h>
 #include <fmt/format.h>
 
-#include <array>
-#include <sstream>
+#include <algorithm>
+#include <cstring>
 
 #include "trainer/common/error.h"
-#include "trainer/measure/async_copy.h"
+#include "trainer/measure/digest_hash.h"
 
 namespace loopgate {
 namespace {
 
-// A flat tensor's bits as int32 words (a view where the element is 4 or 8 bytes).
-at::Tensor words_of(const at::Tensor& flat) {
-  switch (flat.element_size()) {
-    case 4: return flat.view(at::kInt);
-    case 8: return flat.view(at::kInt);
-    case 2: return flat.view(at::kShort).to(at::kInt);
-    default: return (flat.scalar_type() == at::kBool ? flat.view(at::kByte) : flat).to(at::kInt);
-  }
+// A contiguous tensor as chunks of at most kDigestChunkWords words, adding to digest `out`.
+void append_chunks(const at::Tensor& t, int32_t out, std::vector<DigestChunk>& table) {
+  const int64_t es = static_cast<int64_t>(t.element_size());
+  const int64_t words = es >= 4 ? t.numel() * es / 4 : t.numel();
+  const auto data = reinterpret_cast<int64_t>(t.data_ptr());  // an address for the hash, not a host read
+  for (int64_t first = 0; first < words || first == 0; first += kDigestChunkWords)
+    table.push_back({data, first, std::min(kDigestChunkWords, words - first), static_cast<int32_t>(es), out});
 }
 
 }  // namespace
@@ -41,33 +40,17 @@ void DigestLog::add(const std::string& name, const char* what, const at::Tensor&
   key.phase = phase_;
   key.name = name;
   key.what = what;
-  Pending p{std::move(key), t};
+  Pending p{std::move(key), at::Tensor()};
   const void* impl = t.unsafeGetTensorImpl();
   auto it = seen_.find(impl);
   if (it != seen_.end() && it->second.first == t._version()) {
     p.same_as = static_cast<long>(it->second.second);
-    p.tensor = at::Tensor();
   } else {
     seen_[impl] = {t._version(), pending_.size()};
+    c10::NoGradGuard no_grad;  // the copy of a strided tensor is no part of any autograd graph
+    p.tensor = t.is_contiguous() ? t : t.contiguous();
   }
   pending_.push_back(std::move(p));
-}
-
-const DigestLog::Weights& DigestLog::weights_for(const std::vector<int64_t>& lengths, const at::Device& device) {
-  auto it = weights_.find(lengths);
-  if (it != weights_.end()) return it->second;
-  int64_t total = 0;
-  for (int64_t n : lengths) total += n;
-  at::Tensor w = at::empty({total}, at::kLong), s = at::empty({total}, at::kLong);
-  int64_t* wp = w.data_ptr<int64_t>();
-  int64_t* sp = s.data_ptr<int64_t>();
-  for (size_t k = 0; k < lengths.size(); ++k)
-    for (int64_t i = 0; i < lengths[k]; ++i) {
-      *wp++ = static_cast<int64_t>((static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ULL | 1ULL);
-      *sp++ = static_cast<int64_t>(k);
-    }
-  // Built once per layout on the host and staged to the device without a wait (upload: no read, no sync).
-  return weights_[lengths] = {upload(w, device), upload(s, device)};
 }
 
 void DigestLog::flush() {
@@ -78,23 +61,35 @@ void DigestLog::flush() {
     seen_.clear();
   }
   if (batch.empty()) return;
-  c10::NoGradGuard no_grad;  // the tensors may be autograd's: the hash is no part of any graph
-  std::map<at::ScalarType, std::vector<size_t>> by_dtype;  // one concatenation per dtype
-  for (size_t i = 0; i < batch.size(); ++i)
-    if (batch[i].same_as < 0) by_dtype[batch[i].tensor.scalar_type()].push_back(i);
+  std::vector<std::pair<at::Device, std::vector<size_t>>> by_device;  // a table and a kernel per device (one mostly)
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].same_as >= 0) continue;
+    const at::Device d = batch[i].tensor.device();
+    auto it = std::find_if(by_device.begin(), by_device.end(), [&](const auto& e) { return e.first == d; });
+    if (it == by_device.end()) it = by_device.insert(by_device.end(), {d, {}});
+    it->second.push_back(i);
+  }
   std::vector<size_t> hashed_at(batch.size());
-  for (const auto& [dtype, members] : by_dtype) {
-    std::vector<at::Tensor> parts;
-    std::vector<int64_t> lengths;
-    for (size_t i : members) {
-      parts.push_back(batch[i].tensor.reshape({-1}));
-      lengths.push_back(parts.back().numel() * std::max<int64_t>(1, parts.back().element_size() / 4));
-      hashed_at[i] = hashed_++;
+  for (const auto& [device, members] : by_device) {
+    std::vector<DigestChunk> chunks;
+    for (size_t k = 0; k < members.size(); ++k) {
+      append_chunks(batch[members[k]].tensor, static_cast<int32_t>(k), chunks);
+      hashed_at[members[k]] = hashed_++;
     }
-    const Weights& w = weights_for(lengths, parts.front().device());
-    at::Tensor x = words_of(at::cat(parts)).to(at::kLong).mul_(w.weights);
-    at::Tensor d = at::zeros({static_cast<int64_t>(members.size())}, x.options());
-    digests_.push_back(d.index_add_(0, w.segments, x));
+    at::Tensor out = at::zeros({static_cast<int64_t>(members.size())}, at::TensorOptions(at::kLong).device(device));
+    if (device.is_cpu()) {
+      digest_chunks_host(chunks.data(), static_cast<int64_t>(chunks.size()),
+                         reinterpret_cast<uint64_t*>(out.data_ptr<int64_t>()));
+    } else {
+#if LOOPGATE_HAS_CUDA
+      at::Tensor table = at::empty({static_cast<int64_t>(chunks.size()), 4}, at::kLong);  // host memory
+      std::memcpy(table.data_ptr(), chunks.data(), chunks.size() * sizeof(DigestChunk));
+      digest_chunks_on_device(table, out);
+#else
+      LG_CHECK(false, "digests: a tensor on {} in a build without the GPU tier", device.str());
+#endif
+    }
+    digests_.push_back(out);
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (batch[i].same_as >= 0) hashed_at[i] = hashed_at[static_cast<size_t>(batch[i].same_as)];

@@ -2,11 +2,10 @@
 // device, for every module boundary, every parameter's grad after reduction and after clipping, the optimizer's
 // state after the step, the loss, and every collective's input and output — keyed by iteration, microbatch, phase
 // and name, so two runs can be compared record by record and the first one that differs found
-// (fixtures/localize.h). Nothing is read during the run: the tensors wait in a batch, each batch is hashed in a
-// few kernels per dtype (one concatenation, one multiply by position weights, one segmented sum) into device memory, and
-// the host reads every digest once, after the last iteration (a diagnostic read, like the Trace's checksums).
-// The hash: the tensor's bits as int32 words w_0..w_n-1 (an 8-byte element is two words, a 2- or 1-byte element
-// one), sum over i of w_i * ((i + 1) * 0x9E3779B97F4A7C15 | 1) mod 2^64: a flipped bit or a swapped pair changes it.
+// (fixtures/localize.h). Nothing is read during the run: the tensors wait in a batch, and each batch is hashed by
+// one kernel (digest_hash.h: a table of the tensors' addresses, uploaded without a wait; no concatenation, no
+// per-tensor op) into device memory — on CPU by the same loop on the host. The host reads every digest once, after
+// the last iteration (a diagnostic read, like the Trace's checksums).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -29,9 +28,9 @@ class DigestLog {
   // The phase and microbatch the next records belong to.
   void set_phase(DigestPhase phase, int microbatch = -1);
   // `t`'s digest at the current iteration (current_iteration()), phase and microbatch. The tensor is kept as it is
-  // until flush(): a caller that changes it in place before then passes a copy.
+  // until flush(): a caller that changes it in place before then passes a copy. A strided one is copied now.
   void add(const std::string& name, const char* what, const at::Tensor& t);
-  // Hashes every tensor added since the last flush (a few kernels, no read).
+  // Hashes every tensor added since the last flush (a zero fill and one kernel per device, no read).
   void flush();
   // Every digest, in the order added (one read of the device buffers; flushes first). Iterations 1-based.
   std::vector<DigestRecord> collect();
@@ -39,15 +38,10 @@ class DigestLog {
  private:
   struct Pending {
     DigestRecord key;
-    at::Tensor tensor;  // as added: flattening it is left to flush (one host dispatch fewer per record)
+    at::Tensor tensor;  // contiguous: the hash reads its memory in place
     long same_as = -1;  // the batch's earlier entry holding the same tensor, unchanged (a module's input is
                         // mostly the previous module's output): hashed once
   };
-  struct Weights {
-    at::Tensor weights, segments;  // per word: its position weight, its record's index in the batch
-  };
-  const Weights& weights_for(const std::vector<int64_t>& lengths, const at::Device& device);
-
   std::atomic<bool> enabled_{true};
   std::mutex mu_;  // backward boundaries arrive on autograd's thread on a GPU
   DigestPhase phase_ = DigestPhase::kForward;
@@ -57,8 +51,13 @@ class DigestLog {
   std::vector<DigestRecord> keys_;     // flushed, in the order added
   std::vector<size_t> source_;         // each key's digest: its place among the hashed tensors
   size_t hashed_ = 0;                  // tensors hashed so far
-  std::vector<at::Tensor> digests_;    // per flush: int64 [records of the flush]
-  std::map<std::vector<int64_t>, Weights> weights_;  // per batch layout: the same every iteration
+  std::vector<at::Tensor> digests_;    // per flush and device: int64 [tensors hashed there]
 };
+
+#if LOOPGATE_HAS_CUDA
+// The GPU form of a flush's hash (digests_cuda.cpp): `table` (host int64 [n, 4], DigestChunk) uploaded without a
+// wait, then the kernel adds into `out` (device int64, zeroed) on the current stream.
+void digest_chunks_on_device(const at::Tensor& table, const at::Tensor& out);
+#endif
 
 }  // namespace loopgate

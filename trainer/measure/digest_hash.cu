@@ -1,0 +1,37 @@
+// The digests' kernel (digest_hash.h): one block per chunk, each thread a strided share of its words, a block sum,
+// and one 64-bit atomic add into the chunk's digest. Addition mod 2^64 is exact and commutative, so the order the
+// blocks land in changes nothing: the same bits give the same digest, on every run.
+#include <cuda_runtime.h>
+
+#include "trainer/measure/digest_hash.h"
+
+namespace loopgate {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void digest_chunks_kernel(const DigestChunk* chunks, unsigned long long* out) {
+  const DigestChunk c = chunks[blockIdx.x];
+  uint64_t sum = 0;
+  for (int64_t k = threadIdx.x; k < c.words; k += kThreads) sum += digest_term(c, k);
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  __shared__ uint64_t warp_sums[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint64_t total = 0;
+    for (int w = 0; w < kThreads / 32; ++w) total += warp_sums[w];
+    atomicAdd(out + c.out, static_cast<unsigned long long>(total));
+  }
+}
+
+}  // namespace
+
+int digest_chunks_cuda(const DigestChunk* chunks, int64_t n, uint64_t* out, void* stream) {
+  if (n == 0) return 0;
+  digest_chunks_kernel<<<static_cast<unsigned>(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      chunks, reinterpret_cast<unsigned long long*>(out));
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace loopgate
