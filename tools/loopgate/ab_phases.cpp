@@ -4,13 +4,16 @@
 // iteration from host timestamps taken with the device drained and every rank at a barrier. Sound only because
 // the arms are bit-identical: afterwards a single-arm run of A over the same iterations must log the same values
 // at every log point on every rank (checked; exit 1 when not). Statistics: tools/analysis/stats.h, printed like the
-// file mode (tools/loopgate/ab.h). With --profile (GPU): each arm's device idle and sync-starved time per
+// file mode (tools/loopgate/ab.h). Beside wall time, each phase's process CPU time per iteration (rank 0, every
+// thread: the loop's and autograd's), with its own statistics: a host-bound loop's CPU time moves with the host
+// work an arm adds, while a shared machine's neighbours stretch wall time, not it. With --profile (GPU): each arm's device idle and sync-starved time per
 // iteration from CUPTI activity records (docs/profile.md), its A-B delta printed next to the step-time delta.
 #include <fmt/format.h>
 #include <mpi.h>
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include "fixtures/compare.h"
 #include "fixtures/fixtures.h"
@@ -37,11 +40,19 @@ double drained_now() {
   return MPI_Wtime();
 }
 
+// This process's CPU time in seconds, every thread.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 struct PhaseRecord {
   int phase;
   std::string arm;
   int64_t first_iteration, iterations;
   double ms_per_iteration;
+  double cpu_ms_per_iteration;  // this rank's process CPU time
   bool warmup;
 };
 
@@ -158,6 +169,7 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
     set_run_device(g.config.model.device);
     std::vector<PhaseRecord> phases;
     AbSamples sa, sb;
+    std::vector<double> cpu_a, cpu_b;  // per measured phase, rank 0's CPU ms per iteration
     sa.label = "A";
     sb.label = "B";
     sa.names = {o.arm_a};
@@ -173,18 +185,22 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
         const AbArm& side_arm = p % 2 == 0 ? spec_a : spec_b;
         const int64_t first = session.iterations_done() + 1;
         const double t0 = drained_now();
+        const double c0 = process_cpu_seconds();
         session.run(*side_arm.arm, o.phase_iters, side_arm.instrumented, side_arm.digests);
         profile_end_window();  // the drain and the next arm's set-up belong to no iteration
         const double t1 = drained_now();
+        const double c1 = process_cpu_seconds();
         const double ms = (t1 - t0) * 1000.0 / static_cast<double>(o.phase_iters);
+        const double cpu_ms = (c1 - c0) * 1000.0 / static_cast<double>(o.phase_iters);
         const bool warmup = p < 2;
-        phases.push_back({p + 1, p % 2 == 0 ? o.arm_a : o.arm_b, first, o.phase_iters, ms, warmup});
+        phases.push_back({p + 1, p % 2 == 0 ? o.arm_a : o.arm_b, first, o.phase_iters, ms, cpu_ms, warmup});
         AbSamples& side = p % 2 == 0 ? sa : sb;
         ++side.windows;
         if (warmup) {
           ++side.dropped;
         } else {
           side.samples.push_back(ms);
+          (p % 2 == 0 ? cpu_a : cpu_b).push_back(cpu_ms);
         }
       }
       RunResult r = session.finish();
@@ -198,15 +214,22 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
       std::printf("loopgate ab: fixture %s, %d ranks, %s vs %s, %d phases of %lld iterations each (A B A B ...), "
                   "log interval %d\n", g.config.fixture.c_str(), size, o.arm_a.c_str(), o.arm_b.c_str(),
                   2 * o.phases, static_cast<long long>(o.phase_iters), g.config.log_interval);
-      std::printf("%-6s %-12s %-12s %14s\n", "phase", "arm", "iterations", "ms/iteration");
+      std::printf("%-6s %-12s %-12s %14s %18s\n", "phase", "arm", "iterations", "ms/iteration",
+                  "cpu-ms/iteration");
       for (const PhaseRecord& p : phases)
-        std::printf("%-6d %-12s %5lld-%-6lld %14.3f%s\n", p.phase, p.arm.c_str(),
+        std::printf("%-6d %-12s %5lld-%-6lld %14.3f %18.3f%s\n", p.phase, p.arm.c_str(),
                     static_cast<long long>(p.first_iteration),
                     static_cast<long long>(p.first_iteration + p.iterations - 1), p.ms_per_iteration,
-                    p.warmup ? "  (warm-up, dropped)" : "");
+                    p.cpu_ms_per_iteration, p.warmup ? "  (warm-up, dropped)" : "");
       std::printf("\n");
       const AbStats s = ab_statistics(sa.samples, sb.samples, o.alpha);
       print_ab_report(stdout, sa, sb, s);
+      const AbStats cpu = ab_statistics(cpu_a, cpu_b, o.alpha);
+      std::printf("host CPU time, rank 0 (process, every thread): median %.3f vs %.3f ms/iteration, ratio B/A %.4f; "
+                  "shift %.3f ms, %.0f %% CI %.3f to %.3f; Mann-Whitney %s p = %.4g (%lld v %lld)%s\n",
+                  cpu.median_a, cpu.median_b, cpu.ratio, cpu.shift, 100.0 * cpu.ci_coverage, cpu.ci_low,
+                  cpu.ci_high, cpu.method.c_str(), cpu.p_value, static_cast<long long>(cpu.n_a),
+                  static_cast<long long>(cpu.n_b), cpu.significant ? ": significant" : ": not significant");
       std::printf("bit identity: %s\n",
                   m.empty() ? "the alternating run logged the same values as A alone at every log point, every rank"
                             : ("DIFFERS from A alone: the arms are not bit-identical, so this comparison is void\n" +
@@ -225,10 +248,13 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
         j["mode"] = "phases";
         j["arms"] = {o.arm_a, o.arm_b};
         j["bit_identical"] = m.empty();
+        j["host_cpu"] = {{"rank", 0},           {"median_a_ms", cpu.median_a}, {"median_b_ms", cpu.median_b},
+                         {"ratio", cpu.ratio},  {"shift_ms", cpu.shift},       {"ci_low_ms", cpu.ci_low},
+                         {"ci_high_ms", cpu.ci_high}, {"p_value", cpu.p_value}, {"significant", cpu.significant}};
         for (const PhaseRecord& p : phases)
           j["phases"].push_back({{"phase", p.phase}, {"arm", p.arm}, {"first_iteration", p.first_iteration},
                                  {"iterations", p.iterations}, {"ms_per_iteration", p.ms_per_iteration},
-                                 {"warmup", p.warmup}});
+                                 {"cpu_ms_per_iteration", p.cpu_ms_per_iteration}, {"warmup", p.warmup}});
         if (profile.available)
           j["profile"] = {{"rank", 0},
                           {"a", arm_profile_json(pa)},

@@ -31,14 +31,14 @@ void DigestLog::set_phase(DigestPhase phase, int microbatch) {
   microbatch_ = microbatch;
 }
 
-void DigestLog::add(const std::string& name, const char* what, const at::Tensor& t) {
+void DigestLog::add(std::string name, const char* what, const at::Tensor& t) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> lock(mu_);
   DigestRecord key;
   key.iteration = current_iteration() + 1;
   key.microbatch = microbatch_;
   key.phase = phase_;
-  key.name = name;
+  key.name = std::move(name);
   key.what = what;
   Pending p{std::move(key), at::Tensor()};
   const void* impl = t.unsafeGetTensorImpl();

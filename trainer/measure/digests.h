@@ -29,7 +29,7 @@ class DigestLog {
   void set_phase(DigestPhase phase, int microbatch = -1);
   // `t`'s digest at the current iteration (current_iteration()), phase and microbatch. The tensor is kept as it is
   // until flush(): a caller that changes it in place before then passes a copy. A strided one is copied now.
-  void add(const std::string& name, const char* what, const at::Tensor& t);
+  void add(std::string name, const char* what, const at::Tensor& t);
   // Hashes every tensor added since the last flush (a zero fill and one kernel per device, no read).
   void flush();
   // Every digest, in the order added (one read of the device buffers; flushes first). Iterations 1-based.
