@@ -13,6 +13,7 @@
 #include "fixtures/defects/mutations.h"
 #include "fixtures/localize.h"
 #include "trainer/common/error.h"
+#include "trainer/measure/digest_hash.h"
 #include "trainer/measure/digests.h"
 
 namespace loopgate {
@@ -54,6 +55,22 @@ TEST(Digests, EveryDtypeHashes) {
   for (const at::Tensor& t : {at::ones({5}, at::kDouble), at::ones({5}, at::kHalf), at::ones({5}, at::kBool),
                               at::ones({5}, at::kLong), at::ones({5}, at::kByte)})
     EXPECT_NE(digest_of({t}, 0), wrong() ? digest_of({t}, 0) : 0u) << t.scalar_type();
+}
+
+// The kernel's aligned path reads 16 bytes at a time and splits the words out by width; over the same bytes it must
+// sum to what the word-by-word path (the host loop, and the kernel's unaligned rest) gives, for every width.
+TEST(DigestHash, VectorPathEqualsTheWordPathForEveryWidth) {
+  uint32_t bytes[64];
+  for (int i = 0; i < 64; ++i) bytes[i] = 0x9E3779B9u * static_cast<uint32_t>(i + 1) ^ 0x5bd1e995u;
+  for (int32_t elem_size : {1, 2, 4, 8}) {
+    const int64_t unit = digest_word_bytes(elem_size), per_vector = 16 / unit;
+    const DigestChunk c{reinterpret_cast<int64_t>(bytes), 3 * per_vector, 8 * per_vector, elem_size, 0};
+    uint64_t words = 0, vectors = 0;
+    for (int64_t k = 0; k < c.words; ++k) words += digest_term(c, k);
+    for (int64_t v = 0; v < 8; ++v)
+      vectors += digest_vector_terms(bytes + 4 * (3 + v), c.first_word + v * per_vector, unit);
+    EXPECT_EQ(vectors, words + static_cast<uint64_t>(wrong())) << "element size " << elem_size;
+  }
 }
 
 TEST(Digests, LineRoundTripAndErrors) {

@@ -26,6 +26,15 @@ struct DigestChunk {
 static_assert(sizeof(DigestChunk) == 32, "the table is read as int64 [n, 4]");
 constexpr int64_t kDigestChunkWords = int64_t{1} << 16;
 
+// Word i's weight: odd, and different at every position.
+LG_HOST_DEVICE inline uint64_t digest_weight(int64_t i) {
+  return (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ULL | 1ULL;
+}
+
+// Bytes per word: 4 for 4- and 8-byte elements, the element's size below that.
+LG_HOST_DEVICE inline int64_t digest_word_bytes(int32_t elem_size) { return elem_size >= 4 ? 4 : elem_size; }
+
+// Word k of chunk c, times its weight.
 LG_HOST_DEVICE inline uint64_t digest_term(const DigestChunk& c, int64_t k) {
   const int64_t i = c.first_word + k;
   uint32_t w;
@@ -34,7 +43,24 @@ LG_HOST_DEVICE inline uint64_t digest_term(const DigestChunk& c, int64_t k) {
     case 2: w = reinterpret_cast<const uint16_t*>(c.data)[i]; break;
     default: w = reinterpret_cast<const uint32_t*>(c.data)[i]; break;
   }
-  return static_cast<uint64_t>(w) * ((static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ULL | 1ULL);
+  return static_cast<uint64_t>(w) * digest_weight(i);
+}
+
+// The terms of 16 bytes (four 32-bit loads) holding words i0, i0 + 1, ... of width `unit`, little-endian: the
+// kernel's aligned path; the host loop's digest_term word by word must give the same sum (test_digests.cpp).
+LG_HOST_DEVICE inline uint64_t digest_vector_terms(const uint32_t w[4], int64_t i0, int64_t unit) {
+  uint64_t sum = 0;
+  if (unit == 4) {
+    for (int j = 0; j < 4; ++j) sum += static_cast<uint64_t>(w[j]) * digest_weight(i0 + j);
+  } else if (unit == 2) {
+    for (int j = 0; j < 4; ++j)
+      sum += static_cast<uint64_t>(w[j] & 0xffffu) * digest_weight(i0 + 2 * j) +
+             static_cast<uint64_t>(w[j] >> 16) * digest_weight(i0 + 2 * j + 1);
+  } else {
+    for (int j = 0; j < 16; ++j)
+      sum += static_cast<uint64_t>((w[j / 4] >> (8 * (j % 4))) & 0xffu) * digest_weight(i0 + j);
+  }
+  return sum;
 }
 
 // Host memory: every chunk's terms added into out[chunk.out] (out zeroed by the caller).
