@@ -17,7 +17,9 @@
 // equivalence and sync_budget only). What ran is printed in the test output.
 // Power: defect-lr-on-skip (the scheduler advances on a skipped step) is rejected.
 // Also here: GoldenValues — the fixture's baseline against golden/<fixture>/golden_values_cpu.json (exact bits
-// when the recorded environment matches this one, Megatron's tolerances otherwise; golden/README.md).
+// when the recorded environment matches this one, Megatron's tolerances otherwise; golden/README.md). Where bits
+// are demanded and differ, the run is redone with digests and the first record that differs from golden's digests
+// (<fixture>/digests_cpu.json) is named.
 // Not proven here: LR equality under a checkpoint resume (no checkpointing in the trainer).
 #include <gtest/gtest.h>
 
@@ -30,6 +32,7 @@
 #include "fixtures/compare.h"
 #include "fixtures/golden.h"
 #include "fixtures/harness/args.h"
+#include "fixtures/localize.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -175,6 +178,21 @@ std::string gpu_golden_refusal(const GoldenCheck* gc) {
   return "";
 }
 
+// Where `arm`'s golden run first parts from golden's bits: the run again with digests, against the digests
+// `golden --update` kept (golden_files.h: the first iterations, DP replica 0). Only where bits are demanded.
+std::string localize_against_golden(const std::string& arm) {
+  const std::string path = golden_file("digests");
+  if (!std::filesystem::exists(path))
+    return "first divergence: no golden digests here (" + path + "; `loopgate golden --update` records them)";
+  RunConfig c = golden_run_config(gate_fixture());
+  c.digests = true;
+  const Trace now = golden_digest_records(run_scenario("golden:digests", c, arm).trace);
+  const std::optional<Divergence> d = first_divergence(trace_from_golden_digests(read_json_file(path)), now);
+  return d ? "first divergence from golden's digests: " + d->describe()
+           : fmt::format("first divergence: none within golden's digests (iterations 1-{}, DP replica 0)",
+                         kGoldenDigestIterations);
+}
+
 TEST(GoldenValues, BaselineMatchesGoldenValues) {
   if (std::string why = gpu_golden_refusal(nullptr); !why.empty()) GTEST_SKIP() << why;
   std::string digest;
@@ -183,9 +201,10 @@ TEST(GoldenValues, BaselineMatchesGoldenValues) {
   std::string notes;
   for (const auto& n : gc.notes) notes += "\n  " + n;
   for (const auto& d : gc.env_differences) notes += "\n  environment " + d;
+  const std::string where = !gc.failures.empty() && gc.environment_matches ? "\n" + localize_against_golden("baseline") : "";
   EXPECT_TRUE(gc.failures.empty()) << "baseline vs golden/" << gate_fixture() << " (environment "
                                    << (gc.environment_matches ? "matches: exact bits" : "differs: tolerances") << ")"
-                                   << first_lines(gc.failures) << notes;
+                                   << first_lines(gc.failures) << notes << where;
   if (world_rank() == 0) std::printf("golden values %s: environment %s%s\n", gate_fixture().c_str(),
                                      gc.environment_matches ? "matches (exact bits)" : "differs (tolerances)", notes.c_str());
   // One word for the values this run computed, whatever the verdict: ci/repeat.sh compares it across runs.
@@ -199,7 +218,12 @@ TEST(GatePower, GoldenValuesRejectPerturbedNumerics) {
   GoldenCheck gc = golden_check("defect-numerics");
   if (!gc.environment_matches) GTEST_SKIP() << "environment differs from golden's: tolerances cannot see a 2^-10 LR change";
   EXPECT_FALSE(gc.failures.empty()) << "golden values accepted an arm whose LR is off by 2^-10";
-  if (!gc.failures.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first_lines(gc.failures, 2).c_str());
+  // And localized against golden's digests: the LR reaches the bits first at the optimizer's output.
+  const std::string where = localize_against_golden("defect-numerics");
+  EXPECT_NE(where.find("first divergence from golden's digests: iteration 2, rank 0"), std::string::npos) << where;
+  EXPECT_NE(where.find(", optimizer, "), std::string::npos) << where;
+  if (!gc.failures.empty() && world_rank() == 0)
+    std::printf("rejected as expected:%s\n%s\n", first_lines(gc.failures, 2).c_str(), where.c_str());
 }
 
 }  // namespace

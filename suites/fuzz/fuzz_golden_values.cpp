@@ -3,7 +3,8 @@
 //   a golden values file (<F>/golden_values_cpu.json): compared with itself and with golden/single's, both ways,
 //     under the matching environment (exact bits) and a differing one (Megatron's tolerances);
 //   an environment file (<F>/environment_cpu.json): golden/single's values checked under it;
-//   an LR sequences file (lr_sequences.json): every (case, global batch) it names read back.
+//   an LR sequences file (lr_sequences.json): every (case, global batch) it names read back;
+//   a golden digests file (<F>/digests_cpu.json): read into a Trace, and that Trace restricted as golden keeps it.
 // Properties: a golden values file compared with itself under a matching environment has no value failure;
 // an environment file matches exactly when it equals the environment.
 #include <charconv>
@@ -76,6 +77,11 @@ void as_lr_sequences(const json& j) {
     for (int64_t b : global_batches_named(c)) fuzz::accepts([&, &name = name] { golden_lr_sequence(j, name, b); });
 }
 
+void as_golden_digests(const json& j) {
+  Trace t;
+  if (fuzz::accepts([&] { t = trace_from_golden_digests(j); })) golden_digest_records(t);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -84,5 +90,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   as_golden_values(j);
   as_environment(j);
   as_lr_sequences(j);
+  as_golden_digests(j);
   return 0;
 }
