@@ -218,10 +218,13 @@ TEST(GatePower, GoldenValuesRejectPerturbedNumerics) {
   GoldenCheck gc = golden_check("defect-numerics");
   if (!gc.environment_matches) GTEST_SKIP() << "environment differs from golden's: tolerances cannot see a 2^-10 LR change";
   EXPECT_FALSE(gc.failures.empty()) << "golden values accepted an arm whose LR is off by 2^-10";
-  // And localized against golden's digests: the LR reaches the bits first at the optimizer's output.
+  // And localized against golden's digests: the LR reaches the bits first at the optimizer's output. (The CPU
+  // tier records them; a GPU tier without <F>/digests_cuda.json says so instead.)
   const std::string where = localize_against_golden("defect-numerics");
-  EXPECT_NE(where.find("first divergence from golden's digests: iteration 2, rank 0"), std::string::npos) << where;
-  EXPECT_NE(where.find(", optimizer, "), std::string::npos) << where;
+  if (!on_gpu() || std::filesystem::exists(golden_file("digests"))) {
+    EXPECT_NE(where.find("first divergence from golden's digests: iteration 2, rank 0"), std::string::npos) << where;
+    EXPECT_NE(where.find(", optimizer, "), std::string::npos) << where;
+  }
   if (!gc.failures.empty() && world_rank() == 0)
     std::printf("rejected as expected:%s\n%s\n", first_lines(gc.failures, 2).c_str(), where.c_str());
 }
