@@ -49,12 +49,12 @@ check "LOOPGATE_FAKE_GPU_COUNT=two refused" "$rc: $out" "$(plus 2): gpu-select: 
 cmake -S "$SRC/suites/ci/gpu_tree" -B "$WORK/gpu_tree" -DLOOPGATE_SOURCE_DIR="$SRC" >"$WORK/gpu_tree.log" 2>&1 ||
   { cat "$WORK/gpu_tree.log"; exit 1; }
 names() { ctest --test-dir "$WORK/gpu_tree" -N "$@" | sed -n 's/^ *Test *#[0-9]*: //p' | sort | tr '\n' ' '; }
-one_gpu="gpu_comm_nccl_np1 gpu_cupti_counter gpu_loop_CaptureProbe_single gpu_loop_LedgerEqualsCupti_single gpu_single_syncs "
+one_gpu="gpu_comm_nccl_np1 gpu_cupti_counter gpu_digests gpu_loop_CaptureProbe_single gpu_loop_LedgerEqualsCupti_single gpu_single_syncs "
 two_gpus="gpu_comm_nccl_np2 gpu_loop_CaptureProbe_pp2 gpu_loop_CaptureProbe_tp2sp gpu_loop_LedgerEqualsCupti_pp2 gpu_loop_LedgerEqualsCupti_tp2sp gpu_nccl_smoke_np2 "
 [ $w = 1 ] && one_gpu+="planted " && two_gpus+="planted "
 check "label gpus1: the one-rank GPU tests" "$(names -L '^gpus1$')" "$one_gpu"
 check "label gpus2: the two-rank GPU tests" "$(names -L '^gpus2$')" "$two_gpus"
-check "every gpu test has one gpusN label" "$(names -L '^gpu$' -LE '^gpus[0-9]+$')$(ctest --test-dir "$WORK/gpu_tree" -N -L '^gpu$' | sed -n 's/^Total Tests: //p')" "$(plus 11)"
+check "every gpu test has one gpusN label" "$(names -L '^gpu$' -LE '^gpus[0-9]+$')$(ctest --test-dir "$WORK/gpu_tree" -N -L '^gpu$' | sed -n 's/^Total Tests: //p')" "$(plus 12)"
 
 gpu_sh() { DRY_RUN=1 BUILD_DIR="$WORK/gpu_tree" bash "$SRC/ci/gpu.sh" 2>&1; }
 out=$(LOOPGATE_FAKE_GPU_COUNT=1 gpu_sh); rc=$?
@@ -68,11 +68,11 @@ check "gpu.sh, 1 GPU: resource spec" "$(cat "$WORK/gpu_tree/gpu-resources.json")
 out=$(LOOPGATE_FAKE_GPU_COUNT=2 gpu_sh); rc=$?
 check "gpu.sh, 2 GPUs: nothing left out, every test, ci/gpu-resources.json" \
   "$rc $(grep -c '^left out' <<<"$out") $(grep -c -- '-LE' <<<"$out") $(grep -c "resource-spec-file $SRC/ci/gpu-resources.json -j 2 " <<<"$out") $(sed -n 's/^Total Tests: //p' <<<"$out")" \
-  "0 0 0 1 $(plus 11)"
+  "0 0 0 1 $(plus 12)"
 out=$(LOOPGATE_FAKE_GPU_COUNT=8 gpu_sh); rc=$?
 check "gpu.sh, 8 GPUs: nothing left out, every test, a spec of 8" \
   "$rc $(grep -c '^left out' <<<"$out") $(sed -n 's/^Total Tests: //p' <<<"$out") $(grep -o '"id"' "$WORK/gpu_tree/gpu-resources.json" | wc -l)" \
-  "0 0 11 $(plus 8)"
+  "0 0 12 $(plus 8)"
 out=$(LOOPGATE_FAKE_GPU_COUNT=0 gpu_sh); rc=$?
 check "gpu.sh, 0 GPUs: a failure, not an empty pass" "$rc $(grep -c 'gpu.sh: no GPU visible' <<<"$out")" "$(plus 1) 1"
 
