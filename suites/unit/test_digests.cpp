@@ -51,6 +51,21 @@ TEST(Digests, OneFlippedBitOrOneSwappedPairChangesIt) {
   EXPECT_NE(digest_of({swapped}, 0), d);
 }
 
+// Strided temporaries added one after the other: each is gone when the next is made, so the next one's TensorImpl
+// may take its address (with the same version, 0). The log holds every strided tensor it was handed until the
+// flush, so it never takes one for another: 64 tensors, 64 right digests.
+TEST(Digests, AStridedTemporaryIsNotTakenForTheNext) {
+  std::vector<at::Tensor> bases;
+  for (int k = 0; k < 64; ++k) bases.push_back(at::arange(12, at::kFloat).reshape({3, 4}).add(k));
+  DigestLog log;
+  for (const at::Tensor& b : bases) log.add("b", "output", b.t());
+  const std::vector<DigestRecord> r = log.collect();
+  ASSERT_EQ(r.size(), bases.size());
+  for (size_t k = 0; k < bases.size(); ++k)
+    EXPECT_EQ(r[k].digest, digest_of({bases[k].t().contiguous()}, 0) + static_cast<uint64_t>(wrong() && k == 5))
+        << "tensor " << k;
+}
+
 TEST(Digests, EveryDtypeHashes) {
   for (const at::Tensor& t : {at::ones({5}, at::kDouble), at::ones({5}, at::kHalf), at::ones({5}, at::kBool),
                               at::ones({5}, at::kLong), at::ones({5}, at::kByte)})

@@ -48,7 +48,12 @@ void DigestLog::add(std::string name, const char* what, const at::Tensor& t) {
   } else {
     seen_[impl] = {t._version(), pending_.size()};
     c10::NoGradGuard no_grad;  // the copy of a strided tensor is no part of any autograd graph
-    p.tensor = t.is_contiguous() ? t : t.contiguous();
+    if (t.is_contiguous()) {
+      p.tensor = t;
+    } else {
+      p.tensor = t.contiguous();
+      p.added = t;
+    }
   }
   pending_.push_back(std::move(p));
 }

@@ -39,6 +39,8 @@ class DigestLog {
   struct Pending {
     DigestRecord key;
     at::Tensor tensor;  // contiguous: the hash reads its memory in place
+    at::Tensor added;   // a strided tensor as added: alive to the flush, so no other tensor takes its address and
+                        // is taken for it by seen_
     long same_as = -1;  // the batch's earlier entry holding the same tensor, unchanged (a module's input is
                         // mostly the previous module's output): hashed once
   };
