@@ -23,6 +23,12 @@ DigestPhase parse_digest_phase(const std::string& name) {
   throw InputError(fmt::format("digest phase '{}' is not forward|backward|grad_reduction|clip|optimizer|log", name));
 }
 
+bool digest_compared(const std::string& name) {
+  const std::string numerics = "@numerics";
+  return name.find('@') == std::string::npos ||
+         (name.size() >= numerics.size() && name.compare(name.size() - numerics.size(), numerics.size(), numerics) == 0);
+}
+
 std::string to_string(const DigestRecord& r) {
   return fmt::format("{} {} {} {} 0x{:016x}", r.microbatch, digest_phase_name(r.phase), r.name, r.what, r.digest);
 }

@@ -22,6 +22,10 @@ struct DigestRecord {
            what == o.what && digest == o.digest;
   }
 };
+// Whether two runs' records of this name are compared when looking for the first divergence (fixtures/localize.h):
+// every module, grad, optimizer and loss record, and the collectives on the numerics path ("...@numerics"); not
+// the collectives elsewhere, whose values are host times, verdict flags or reads an arm merged.
+bool digest_compared(const std::string& name);
 // "MB PHASE NAME WHAT 0xDIGEST" (the Trace's form); parse: InputError quoting a malformed line.
 std::string to_string(const DigestRecord& r);
 DigestRecord parse_digest_record(const std::string& line, int64_t iteration);
