@@ -56,11 +56,20 @@ std::vector<std::string> graph_arms() {
 // Where a graph run's bits part from the baseline's. The arm rerun eagerly: if it differs there too, the digests
 // name the first record that differs (fixtures/localize.h); if it does not, the replay is the cause, and the
 // digests cannot look further: a replayed iteration runs no host code to take them.
-std::string graph_localization(RunConfig c, const std::string& arm) {
+// graph_config() without the graph, and what `arm` run so logs differently from the baseline.
+RunConfig eager_config() {
+  RunConfig c = graph_config();
   c.cuda_graph_iteration = false;
-  const std::vector<Mismatch> eager = compare_fields(run_scenario("cuda-graph-eager", c, "baseline").trace,
-                                                     run_scenario("cuda-graph-eager", c, arm).trace, kFields);
-  if (!eager.empty()) return "run eagerly it differs too; " + localize("cuda-graph-eager", c, arm);
+  return c;
+}
+std::vector<Mismatch> eager_differences(const std::string& arm) {
+  return compare_fields(run_scenario("cuda-graph-eager", eager_config(), "baseline").trace,
+                        run_scenario("cuda-graph-eager", eager_config(), arm).trace, kFields);
+}
+
+std::string graph_localization(const std::string& arm) {
+  if (!eager_differences(arm).empty())
+    return "run eagerly it differs too; " + localize("cuda-graph-eager", eager_config(), arm);
   return "run eagerly it equals the baseline: replaying the graph makes the difference (no digest is taken inside "
          "a replayed iteration; no host code runs there)";
 }
@@ -84,7 +93,7 @@ std::vector<std::string> graph_findings(const std::string& arm) {
   }
   const std::vector<Mismatch> differ = compare_fields(base.trace, r.trace, kFields);
   for (const Mismatch& m : differ) out.push_back(describe({m}, "baseline", arm + " + graph"));
-  if (!differ.empty()) out.push_back(graph_localization(c, arm));
+  if (!differ.empty()) out.push_back(graph_localization(arm));
   return out;
 }
 
@@ -166,10 +175,7 @@ TEST(GatePower, CudaGraphRejectsAnLrPassedFromTheHost) {
   if (world_size() > 2)
     GTEST_SKIP() << "8 and 64 ranks run the clean graph scenario only (faults and alternation: the 1-2 rank fixtures, "
                     "which cover TP+SP and PP)";
-  RunConfig eager_c = graph_config();
-  eager_c.cuda_graph_iteration = false;
-  auto pre = compare_fields(run_scenario("cuda-graph-eager", eager_c, "baseline").trace,
-                            run_scenario("cuda-graph-eager", eager_c, "defect-graph-host-lr").trace, kFields);
+  const std::vector<Mismatch> pre = eager_differences("defect-graph-host-lr");
   EXPECT_TRUE(pre.empty()) << "defect-graph-host-lr differs from the baseline even eagerly: not a graph-only defect"
                            << describe(pre, "baseline", "defect-graph-host-lr");
   const std::vector<std::string> f = graph_findings("defect-graph-host-lr");
@@ -189,10 +195,10 @@ TEST(GatePower, CudaGraphLocalizesAnEagerDifferenceAndNamesAReplayOne) {
   if (world_size() > 2)
     GTEST_SKIP() << "8 and 64 ranks run the clean graph scenario only (faults and alternation: the 1-2 rank fixtures, "
                     "which cover TP+SP and PP)";
-  const std::string eager = graph_localization(graph_config(), "defect-numerics");
+  const std::string eager = graph_localization("defect-numerics");
   EXPECT_NE(eager.find("run eagerly it differs too; first divergence: iteration"), std::string::npos) << eager;
   EXPECT_NE(eager.find(", optimizer, "), std::string::npos) << eager;
-  const std::string replay = graph_localization(graph_config(), "defect-graph-host-lr");
+  const std::string replay = graph_localization("defect-graph-host-lr");
   EXPECT_NE(replay.find("replaying the graph makes the difference"), std::string::npos) << replay;
 }
 

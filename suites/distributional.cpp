@@ -39,13 +39,19 @@ int arm_index(const std::string& arm) {
   return it == a.end() ? 9 : static_cast<int>(it - a.begin());
 }
 
-// Run `run` of `arm`: its own permute seed (distinct across arms and runs).
-const Trace& dist_run(const std::string& arm, int run) {
+// The gate's config as this check runs it, in reduction order `order`.
+RunConfig dist_config(ReduceOrder order) {
   RunConfig c = gate_config();
   c.train_iters = dist_iters();
   c.log_interval = 1;
   c.schedule.lr_warmup_iters = 0;
-  c.comm.order = ReduceOrder::kPermuted;
+  c.comm.order = order;
+  return c;
+}
+
+// Run `run` of `arm`: its own permute seed (distinct across arms and runs).
+const Trace& dist_run(const std::string& arm, int run) {
+  RunConfig c = dist_config(ReduceOrder::kPermuted);
   c.comm.permute_seed = 1000 + 100 * static_cast<uint64_t>(arm_index(arm)) + static_cast<uint64_t>(run);
   return run_scenario(fmt::format("dist:{}", c.comm.permute_seed), c, arm).trace;
 }
@@ -113,12 +119,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Distributional);
 // collective sequences differ would part at the first call after the difference, not where the values do).
 std::string localize_exact(const std::string& arm, bool exact) {
   if (!exact) return "";
-  RunConfig c = gate_config();
-  c.train_iters = dist_iters();
-  c.log_interval = 1;
-  c.schedule.lr_warmup_iters = 0;
-  c.comm.order = ReduceOrder::kFixed;
-  return "\n(the fixed reduction order) " + localize("dist-exact", c, arm);
+  return "\n(the fixed reduction order) " + localize("dist-exact", dist_config(ReduceOrder::kFixed), arm);
 }
 
 TEST_P(Distributional, BetweenArmMeanDifferenceWithinSpreadUnderPermutedOrder) {

@@ -100,6 +100,12 @@ void update_host_files(const std::string& g) {
   std::printf(")\n");
 }
 
+// The golden run of `fx` (the baseline, golden's iterations, log interval 1) as a `loopgate run` job, plus `extra`.
+std::string golden_run_command(const GoldenOptions& o, const std::string& fx, const std::string& extra) {
+  return fmt::format("{} -n {} {} run --fixture {} --arm baseline --iters {} --log-interval 1 --quiet --device {} {}",
+                     o.mpiexec, find_fixture(fx).world, o.self_exe, fx, golden_iters(fx), o.device, extra);
+}
+
 int update(const GoldenOptions& o) {
   const std::string& g = o.golden_dir;
   const bool cpu = o.device == "cpu";
@@ -123,9 +129,7 @@ int update(const GoldenOptions& o) {
     Trace t = read_trace(tmp + "/golden_trace.json");
     // The same run with digests (the same bits: EquivalenceDigests), whose first iterations a failing golden check
     // is localized against.
-    rc = launch(fmt::format("{} -n {} {} run --fixture {} --arm baseline --iters {} --log-interval 1 --quiet "
-                            "--device {} --digests --trace {}/digests_trace.json",
-                            o.mpiexec, find_fixture(fx).world, o.self_exe, fx, golden_iters(fx), o.device, tmp));
+    rc = launch(golden_run_command(o, fx, "--digests --trace " + tmp + "/digests_trace.json"));
     if (rc != 0) {
       std::fprintf(stderr, "loopgate golden --update: the digests run for %s failed (exit %d); golden/ for it unchanged\n",
                    fx.c_str(), rc);
@@ -193,9 +197,7 @@ int check(const GoldenOptions& o) {
 
     // Golden values: the baseline run now vs the file.
     std::string tmp = make_tmp_dir();
-    int rc = launch(fmt::format("{} -n {} {} run --fixture {} --arm baseline --iters {} --log-interval 1 --quiet "
-                                "--device {} --trace {}/trace.json",
-                                o.mpiexec, find_fixture(fx).world, o.self_exe, fx, golden_iters(fx), o.device, tmp));
+    int rc = launch(golden_run_command(o, fx, "--trace " + tmp + "/trace.json"));
     if (rc != 0) {
       std::printf("FAIL golden values %s: the baseline run exited %d\n", fx.c_str(), rc);
       ++failed;

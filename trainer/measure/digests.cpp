@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "trainer/common/error.h"
 #include "trainer/measure/digest_hash.h"
@@ -87,9 +86,7 @@ void DigestLog::flush() {
                          reinterpret_cast<uint64_t*>(out.data_ptr<int64_t>()));
     } else {
 #if LOOPGATE_HAS_CUDA
-      at::Tensor table = at::empty({static_cast<int64_t>(chunks.size()), 4}, at::kLong);  // host memory
-      std::memcpy(table.data_ptr(), chunks.data(), chunks.size() * sizeof(DigestChunk));
-      digest_chunks_on_device(table, out);
+      digest_chunks_on_device(chunks, out);
 #else
       LG_CHECK(false, "digests: a tensor on {} in a build without the GPU tier", device.str());
 #endif

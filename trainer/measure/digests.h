@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/measure/digest_hash.h"
 #include "trainer/measure/digest_record.h"
 
 namespace loopgate {
@@ -57,9 +58,9 @@ class DigestLog {
 };
 
 #if LOOPGATE_HAS_CUDA
-// The GPU form of a flush's hash (digests_cuda.cpp): `table` (host int64 [n, 4], DigestChunk) uploaded without a
-// wait, then the kernel adds into `out` (device int64, zeroed) on the current stream.
-void digest_chunks_on_device(const at::Tensor& table, const at::Tensor& out);
+// The GPU form of a flush's hash (digests_cuda.cpp): the chunk table uploaded without a wait, then the kernel adds
+// into `out` (device int64, zeroed) on the current stream.
+void digest_chunks_on_device(const std::vector<DigestChunk>& chunks, const at::Tensor& out);
 #endif
 
 }  // namespace loopgate

@@ -5,6 +5,9 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
+#include <cstring>
+#include <vector>
+
 #include "trainer/common/error.h"
 #include "trainer/measure/async_copy.h"
 #include "trainer/measure/digest_hash.h"
@@ -12,7 +15,9 @@
 
 namespace loopgate {
 
-void digest_chunks_on_device(const at::Tensor& table, const at::Tensor& out) {
+void digest_chunks_on_device(const std::vector<DigestChunk>& chunks, const at::Tensor& out) {
+  at::Tensor table = at::empty({static_cast<int64_t>(chunks.size()), 4}, at::kLong);  // host memory, [n, 4]
+  std::memcpy(table.data_ptr(), chunks.data(), chunks.size() * sizeof(DigestChunk));
   const at::Tensor on_device = upload(table, out.device());
   const int rc = digest_chunks_cuda(reinterpret_cast<const DigestChunk*>(on_device.data_ptr<int64_t>()),
                                     on_device.size(0), reinterpret_cast<uint64_t*>(out.data_ptr<int64_t>()),
