@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # Session 11, device call 2 (one H200): the digests' cost (ab, inside one run) and syncs (CUPTI), localization of the
 # planted numerics defects on the GPU. Logs in $OUT/logs, packed after every step into $OUT/call2.tgz.
-set -u
-export LOOPGATE_VENDOR_DIR=$PWD/.vendor
-L=$OUT/logs; mkdir -p $L
-step() { local name=$1; shift; local t0=$(date +%s); "$@" > "$L/$name.log" 2>&1; echo "$name rc=$? $(( $(date +%s) - t0 )) s" | tee -a "$L/rc.txt"; tar czf $OUT/call2.tgz -C $OUT logs; }
+source ci/device-steps.sh call2.tgz
 step build env RESULTS=$L/build bash ci/gpu-build.sh
 source ci/gpu-env.sh
 B=build/gpu/tools/loopgate

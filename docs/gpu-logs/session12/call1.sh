@@ -3,10 +3,7 @@
 # host loop (gpu_digests, and its mutation run must fail); the digests' cost (ab, inside one run, alternating) and
 # syncs (CUPTI); localization on the GPU; the equivalence and collectives rows; a zerosync + graph profile for the
 # device floor (issue 23). Logs packed into $OUT/call1.tgz after every step.
-set -u
-export LOOPGATE_VENDOR_DIR=$PWD/.vendor
-L=$OUT/logs; mkdir -p $L
-step() { local name=$1; shift; local t0=$(date +%s); "$@" > "$L/$name.log" 2>&1; echo "$name rc=$? $(( $(date +%s) - t0 )) s" | tee -a "$L/rc.txt"; tar czf $OUT/call1.tgz -C $OUT logs; }
+source ci/device-steps.sh call1.tgz
 step nvcc bash -c 'which nvcc || ls /usr/local/cuda/bin/nvcc; nvidia-smi -L'
 step build env RESULTS=$L/build bash ci/gpu-build.sh
 source ci/gpu-env.sh

@@ -2,10 +2,7 @@
 # Session 12, device call 2 (one H200): the digests' cost with the kernel (6d130f3), inside one run, alternating,
 # with each phase's host CPU time beside its wall time (f39cf66): baseline and zerosync at log interval 20, twice
 # each, 11 phases of 10 iterations per arm. Logs packed into $OUT/call2.tgz after every step.
-set -u
-export LOOPGATE_VENDOR_DIR=$PWD/.vendor
-L=$OUT/logs; mkdir -p $L
-step() { local name=$1; shift; local t0=$(date +%s); "$@" > "$L/$name.log" 2>&1; echo "$name rc=$? $(( $(date +%s) - t0 )) s" | tee -a "$L/rc.txt"; tar czf $OUT/call2.tgz -C $OUT logs; }
+source ci/device-steps.sh call2.tgz
 step build env RESULTS=$L/build bash ci/gpu-build.sh
 source ci/gpu-env.sh
 B=build/gpu/tools/loopgate

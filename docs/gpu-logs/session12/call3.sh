@@ -2,10 +2,7 @@
 # Session 12, device call 3 (one H200), the session's final tree: the digests' kernel test; the digests' cost on
 # the host-bound miniature and at 2048x4x1024 (where device work covers host time); then GPU CI, `ci/gpu.sh`
 # (CTest -L gpu, then `loopgate gate --device cuda`). Logs packed into $OUT/call3.tgz after every step.
-set -u
-export LOOPGATE_VENDOR_DIR=$PWD/.vendor
-L=$OUT/logs; mkdir -p $L
-step() { local name=$1; shift; local t0=$(date +%s); "$@" > "$L/$name.log" 2>&1; echo "$name rc=$? $(( $(date +%s) - t0 )) s" | tee -a "$L/rc.txt"; tar czf $OUT/call3.tgz -C $OUT logs; }
+source ci/device-steps.sh call3.tgz
 step build env RESULTS=$L/build bash ci/gpu-build.sh
 source ci/gpu-env.sh
 B=build/gpu/tools/loopgate

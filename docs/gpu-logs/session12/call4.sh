@@ -3,10 +3,9 @@
 # `loopgate golden --update --device cuda --fixture single` (it rewrites that fixture's *_cuda.json; the values and
 # environment must come back unchanged: the diff against a copy taken before shows it), then the golden_values tests on the GPU with the
 # file in place: the power test now also requires the localization. Logs and the golden files come back in call4.tgz.
-set -u
-export LOOPGATE_VENDOR_DIR=$PWD/.vendor
-L=$OUT/logs; mkdir -p $L $OUT/golden/single
-step() { local name=$1; shift; local t0=$(date +%s); "$@" > "$L/$name.log" 2>&1; echo "$name rc=$? $(( $(date +%s) - t0 )) s" | tee -a "$L/rc.txt"; cp golden/single/*_cuda.json $OUT/golden/single/ 2>/dev/null; tar czf $OUT/call4.tgz -C $OUT logs golden; }
+mkdir -p $OUT/golden/single
+after_step() { cp golden/single/*_cuda.json $OUT/golden/single/ 2>/dev/null; }
+source ci/device-steps.sh call4.tgz logs golden
 step build env RESULTS=$L/build bash ci/gpu-build.sh loopgate loopgate_gates  # the two it runs: the device time left is short
 source ci/gpu-env.sh
 B=build/gpu/tools/loopgate
