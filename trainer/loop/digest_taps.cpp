@@ -4,6 +4,10 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <map>
+#include <mutex>
+#include <utility>
+
 #include "trainer/common/error.h"
 #include "trainer/loop/mutation.h"
 #include "trainer/parallel/recorded_comm.h"
@@ -16,13 +20,23 @@ class LoopTap final : public ModuleTap {
   LoopTap(const Arm* const* arm, DigestLog* log) : arm_(arm), log_(log) {}
   at::Tensor at(const ModuleSite& site, Boundary b, at::Tensor t) override {
     t = (*arm_)->mutated().module_boundary(site, b, std::move(t));
-    if (log_) log_->add(module_name(site), b == Boundary::kForwardInput || b == Boundary::kBackwardInput ? "input" : "output", t);
+    if (log_) log_->add(name_id(site), b == Boundary::kForwardInput || b == Boundary::kBackwardInput ? "input" : "output", t);
     return t;
   }
 
  private:
+  // The site's name, built once per site (sites are few; boundaries are ~1,000 an iteration).
+  DigestLog::NameId name_id(const ModuleSite& site) {
+    std::lock_guard<std::mutex> lock(mu_);  // backward boundaries arrive on autograd's thread on a GPU
+    auto [it, added] = ids_.try_emplace({site.layer, site.module}, 0);
+    if (added) it->second = log_->name_id(module_name(site));
+    return it->second;
+  }
+
   const Arm* const* arm_;
   DigestLog* log_;
+  std::mutex mu_;
+  std::map<std::pair<int, const char*>, DigestLog::NameId> ids_;  // module names are string literals
 };
 
 // While the log is off (`ab --arms A,A:digests`, A's phases) every call goes straight through: no name is built.

@@ -24,41 +24,46 @@ void append_chunks(const at::Tensor& t, int32_t out, std::vector<DigestChunk>& t
 
 }  // namespace
 
+DigestLog::DigestLog() {
+  pending_.reserve(1024);
+  batch_.reserve(1024);
+  seen_.reserve(1024);
+}
+
+DigestLog::NameId DigestLog::name_id(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, added] = ids_.try_emplace(name, static_cast<NameId>(names_.size()));
+  if (added) names_.push_back(name);
+  return it->second;
+}
+
 void DigestLog::set_phase(DigestPhase phase, int microbatch) {
   std::lock_guard<std::mutex> lock(mu_);
   phase_ = phase;
   microbatch_ = microbatch;
 }
 
-void DigestLog::add(std::string name, const char* what, const at::Tensor& t) {
+void DigestLog::add(NameId name, const char* what, const at::Tensor& t) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> lock(mu_);
-  DigestRecord key;
-  key.iteration = current_iteration() + 1;
-  key.microbatch = microbatch_;
-  key.phase = phase_;
-  key.name = std::move(name);
-  key.what = what;
-  Pending p{std::move(key), at::Tensor()};
-  const void* impl = t.unsafeGetTensorImpl();
-  auto it = seen_.find(impl);
-  if (it != seen_.end() && it->second.first == t._version()) {
+  Pending& p = pending_.emplace_back(Pending{Key{current_iteration() + 1, microbatch_, phase_, name, what}, {}, {}});
+  const auto [it, first] = seen_.try_emplace(t.unsafeGetTensorImpl(), t._version(), pending_.size() - 1);
+  if (!first && it->second.first == t._version()) {
     p.same_as = static_cast<long>(it->second.second);
-  } else {
-    seen_[impl] = {t._version(), pending_.size()};
-    c10::NoGradGuard no_grad;  // the copy of a strided tensor is no part of any autograd graph
-    if (t.is_contiguous()) {
-      p.tensor = t;
-    } else {
-      p.tensor = t.contiguous();
-      p.added = t;
-    }
+    return;
   }
-  pending_.push_back(std::move(p));
+  it->second = {t._version(), pending_.size() - 1};
+  if (t.is_contiguous()) {
+    p.tensor = t;
+  } else {
+    c10::NoGradGuard no_grad;  // the copy of a strided tensor is no part of any autograd graph
+    p.tensor = t.contiguous();
+    p.added = t;
+  }
 }
 
 void DigestLog::flush() {
-  std::vector<Pending> batch;
+  std::vector<Pending>& batch = batch_;
   {
     std::lock_guard<std::mutex> lock(mu_);
     batch.swap(pending_);
@@ -95,9 +100,10 @@ void DigestLog::flush() {
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (batch[i].same_as >= 0) hashed_at[i] = hashed_at[static_cast<size_t>(batch[i].same_as)];
-    keys_.push_back(std::move(batch[i].key));
+    keys_.push_back(batch[i].key);
     source_.push_back(hashed_at[i]);
   }
+  batch.clear();  // the tensors go back now, the capacity stays
 }
 
 std::vector<DigestRecord> DigestLog::collect() {
@@ -105,8 +111,12 @@ std::vector<DigestRecord> DigestLog::collect() {
   if (digests_.empty()) return {};
   const at::Tensor all = at::cat(digests_).to(at::kCPU);  // the one read, after the run
   const int64_t* v = all.data_ptr<int64_t>();
-  std::vector<DigestRecord> out = keys_;
-  for (size_t i = 0; i < out.size(); ++i) out[i].digest = static_cast<uint64_t>(v[source_[i]]);
+  std::vector<DigestRecord> out(keys_.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Key& k = keys_[i];
+    out[i] = {k.iteration, k.microbatch, k.phase, names_[static_cast<size_t>(k.name)], k.what,
+              static_cast<uint64_t>(v[source_[i]])};
+  }
   return out;
 }
 

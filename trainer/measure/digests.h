@@ -11,9 +11,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "trainer/measure/digest_hash.h"
@@ -23,6 +23,11 @@ namespace loopgate {
 
 class DigestLog {
  public:
+  // A record's name as an index into the log's names: a caller that adds under the same name every iteration
+  // looks it up once (a module's, a parameter's), so an add builds no string.
+  using NameId = int32_t;
+  DigestLog();
+  NameId name_id(const std::string& name);
   // Off: add() records nothing (`ab --arms A,A:digests` prices the digests in one run). On by default.
   void set_enabled(bool on) { enabled_ = on; }
   bool enabled() const { return enabled_; }
@@ -30,15 +35,24 @@ class DigestLog {
   void set_phase(DigestPhase phase, int microbatch = -1);
   // `t`'s digest at the current iteration (current_iteration()), phase and microbatch. The tensor is kept as it is
   // until flush(): a caller that changes it in place before then passes a copy. A strided one is copied now.
-  void add(std::string name, const char* what, const at::Tensor& t);
+  // `what` is a string literal ("input", "output").
+  void add(NameId name, const char* what, const at::Tensor& t);
+  void add(const std::string& name, const char* what, const at::Tensor& t) { add(name_id(name), what, t); }
   // Hashes every tensor added since the last flush (a zero fill and one kernel per device, no read).
   void flush();
   // Every digest, in the order added (one read of the device buffers; flushes first). Iterations 1-based.
   std::vector<DigestRecord> collect();
 
  private:
+  struct Key {  // a DigestRecord without its strings and digest: adding one allocates nothing
+    int64_t iteration;
+    int microbatch;
+    DigestPhase phase;
+    NameId name;
+    const char* what;
+  };
   struct Pending {
-    DigestRecord key;
+    Key key;
     at::Tensor tensor;  // contiguous: the hash reads its memory in place
     at::Tensor added;   // a strided tensor as added: alive to the flush, so no other tensor takes its address and
                         // is taken for it by seen_
@@ -50,8 +64,11 @@ class DigestLog {
   DigestPhase phase_ = DigestPhase::kForward;
   int microbatch_ = -1;
   std::vector<Pending> pending_;
-  std::map<const void*, std::pair<int64_t, size_t>> seen_;  // this batch: tensor -> (its version, its entry)
-  std::vector<DigestRecord> keys_;     // flushed, in the order added
+  std::vector<Pending> batch_;  // the batch being flushed (flush's alone); both keep their capacity
+  std::unordered_map<const void*, std::pair<int64_t, size_t>> seen_;  // this batch: tensor -> (its version, its entry)
+  std::vector<std::string> names_;  // NameId -> name
+  std::unordered_map<std::string, NameId> ids_;
+  std::vector<Key> keys_;              // flushed, in the order added
   std::vector<size_t> source_;         // each key's digest: its place among the hashed tensors
   size_t hashed_ = 0;                  // tensors hashed so far
   std::vector<at::Tensor> digests_;    // per flush and device: int64 [tensors hashed there]
