@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "fixtures/defects/mutations.h"
 #include "fixtures/localize.h"
@@ -74,17 +76,41 @@ TEST(Digests, EveryDtypeHashes) {
 
 // The kernel's aligned path reads 16 bytes at a time and splits the words out by width; over the same bytes it must
 // sum to what the word-by-word path (the host loop, and the kernel's unaligned rest) gives, for every width.
-TEST(DigestHash, VectorPathEqualsTheWordPathForEveryWidth) {
-  uint32_t bytes[64];
-  for (int i = 0; i < 64; ++i) bytes[i] = 0x9E3779B9u * static_cast<uint32_t>(i + 1) ^ 0x5bd1e995u;
+// The kernel's arithmetic (digest_hash.cu), run here: each of `threads` takes every threads-th 16-byte vector from
+// the chunk's start when it is aligned, the rest word by word, and its DigestSums become its part of the digest.
+uint64_t kernel_form(const DigestChunk& c, int64_t threads) {
+  const int64_t unit = digest_word_bytes(c.elem_size), per_vector = 16 / unit;
+  const auto first = static_cast<uintptr_t>(c.data) + static_cast<uintptr_t>(c.first_word * unit);
+  const int64_t vectors = first % 16 == 0 ? c.words / per_vector : 0;
+  uint64_t sum = 0;
+  for (int64_t t = 0; t < threads; ++t) {
+    DigestSums s;
+    for (int64_t k = t; k < vectors; k += threads)
+      digest_add_vector(s, reinterpret_cast<const uint32_t*>(first) + 4 * k, static_cast<uint32_t>(k * per_vector), unit);
+    for (int64_t k = vectors * per_vector + t; k < c.words; k += threads)
+      digest_add_word(s, digest_word(c, k), static_cast<uint32_t>(k));
+    sum += digest_from_sums(s, c.first_word);
+  }
+  return sum;
+}
+
+// Every form of the hash equals its definition (the sum of digest_term): the kernel's vectors and words, split over
+// threads, and the host loop; for every element width, chunks starting at even and odd words, aligned or not.
+TEST(DigestHash, KernelAndHostFormsEqualTheDefinitionForEveryWidth) {
+  alignas(16) uint32_t bytes[1024];
+  for (uint32_t i = 0; i < 1024; ++i) bytes[i] = (0x9E3779B9u * (i + 1)) ^ 0x5bd1e995u ^ (i << 7);
   for (int32_t elem_size : {1, 2, 4, 8}) {
     const int64_t unit = digest_word_bytes(elem_size), per_vector = 16 / unit;
-    const DigestChunk c{reinterpret_cast<int64_t>(bytes), 3 * per_vector, 8 * per_vector, elem_size, 0};
-    uint64_t words = 0, vectors = 0;
-    for (int64_t k = 0; k < c.words; ++k) words += digest_term(c, k);
-    for (int64_t v = 0; v < 8; ++v)
-      vectors += digest_vector_terms(bytes + 4 * (3 + v), c.first_word + v * per_vector, unit);
-    EXPECT_EQ(vectors, words + static_cast<uint64_t>(wrong())) << "element size " << elem_size;
+    for (int64_t first_word : {int64_t{0}, 3 * per_vector, int64_t{1}, int64_t{7}}) {
+      const DigestChunk c{reinterpret_cast<int64_t>(bytes), first_word, 200 * per_vector + 3, elem_size, 0};
+      uint64_t definition = 0;
+      for (int64_t k = 0; k < c.words; ++k) definition += digest_term(c, k);
+      uint64_t host = 0;
+      digest_chunks_host(&c, 1, &host);
+      const std::string at = fmt::format("element size {}, first word {}", elem_size, first_word);
+      EXPECT_EQ(host, definition + static_cast<uint64_t>(wrong())) << at;
+      for (int64_t threads : {1, 7, 256}) EXPECT_EQ(kernel_form(c, threads), definition) << at << ", threads " << threads;
+    }
   }
 }
 
