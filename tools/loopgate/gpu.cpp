@@ -64,8 +64,8 @@ void add_gpu_flags(CLI::App* run, GpuFlags& f) {
                   "REGION[@ITER]: capture forward_backward, optimizer or training_log of iteration ITER (default 2) into a CUDA "
                   "graph in global capture mode; prints whether it captured or which read broke it");
   run->add_option("--cuda-graph", f.cuda_graph,
-                  "iteration: capture one non-log iteration of an arm that reads nothing between log points "
-                  "(zerosync) as a CUDA graph and replay it at every later non-log iteration (--device cuda)");
+                  "iteration: capture one iteration of an arm that reads nothing between log points (zerosync) as a "
+                  "CUDA graph and replay it at every later one, a log point's one read after its replay (--device cuda)");
   run->add_option("--async-emulation", f.async_emulation,
                   "SEED >= 0: the CPU as a device that runs behind: an asynchronous read's copy lands at its wait "
                   "(or, seeded, at once) and its buffer holds NaN until then; timer events lag up to three log "

@@ -24,7 +24,7 @@ struct GpuFlags {
   bool cupti = false;
   bool profile = false;       // CUPTI activity records -> launch starvation per iteration (--device cuda)
   std::string capture_probe;  // REGION[@ITERATION]: CUDA-graph capture probe (trainer/capture/capture.h)
-  std::string cuda_graph;     // "iteration": replay non-log iterations of a zero-read arm as one CUDA graph
+  std::string cuda_graph;     // "iteration": replay the iterations of a zero-read arm as one CUDA graph
   std::optional<int64_t> async_emulation;  // SEED: CPU copies and events land late (trainer/measure/async_copy.h)
   std::optional<int64_t> stress;           // SEED: GPU reads poisoned and delayed behind sleep kernels
 };

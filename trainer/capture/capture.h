@@ -59,8 +59,8 @@ class CaptureSession {
 std::unique_ptr<CaptureSession> make_capture_session();
 
 // ---- --cuda-graph iteration (issue 14) ----
-// A non-log iteration of an arm that reads nothing between log points, its device work captured once as one
-// CUDA graph and replayed on every later such iteration. A graph replays the captured kernels with the captured
+// An iteration of an arm that reads nothing between log points, its device work captured once as one CUDA graph
+// and replayed on every later iteration, log points too (their one read follows the replay). A graph replays the captured kernels with the captured
 // arguments and addresses: it equals running the iteration eagerly only if every replayable iteration issues the
 // same operators with the same host arguments on the same persistent tensors. On a GPU that is what the gates'
 // bit-identity checks see; the CPU stand-in checks it directly, operator by operator (op_stream.h).

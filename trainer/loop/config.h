@@ -61,8 +61,8 @@ struct RunConfig {
   int64_t bucket_size = 0;                 // grad-buffer bucket size in elements (0 = default)
   CommOptions comm;                        // reduction order (kPermuted for the distributional gate)
   CaptureSpec capture;                     // CUDA-graph capture probe of one region (GPU only; off by default)
-  // --cuda-graph iteration: the non-log iterations of an arm that reads nothing between log points (zerosync)
-  // replayed as one CUDA graph (capture.h); other arms run eagerly. On a CPU device (tests only; the CLI refuses
+  // --cuda-graph iteration: the iterations of an arm that reads nothing between log points (zerosync), log points
+  // included, replayed as one CUDA graph (capture.h); other arms run eagerly. On a CPU device (tests only; the CLI refuses
   // it) the operator-stream check stands in (op_stream.h).
   bool cuda_graph_iteration = false;
   // CPU simulation of a device running behind the host: timer events complete a seeded random 0..max_windows

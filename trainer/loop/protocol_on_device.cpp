@@ -1,7 +1,7 @@
 // The on-device family: zerosync. The rerun verdict, update_successful, the step count (the LR from a table),
 // the log window's counters and per-iteration skip / fault flags, and the abort live on the device; the host reads
 // only at log points, in one batched read. Every device tensor is allocated once and written in place, so a CUDA
-// graph can replay the non-log iterations (capture.h).
+// graph can replay the iterations, log points included (capture.h).
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 

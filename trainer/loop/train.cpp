@@ -81,6 +81,7 @@ struct Loop {
   bool in_graph = false;                    // inside the graph's body: no timer events, no checksum reads
   Batch static_batch;                       // the graph's batch buffers, refilled before each replay
   std::string graph_schedule;               // the captured iteration's executed schedule (the Trace's)
+  LogInputs graph_inputs;  // the captured iteration's log inputs: tensors every replay rewrites in place
   int num_micro = 0;
   int64_t consumed_samples = 0;
   int64_t next_iteration = 0;  // 0-based: iterations done so far
@@ -427,12 +428,12 @@ LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point);
 
 // ---- --cuda-graph iteration ----
 
-// Log points (they read), the first two iterations (warm-up: cuBLAS, NCCL and the allocator initialise lazily),
-// an arm's first iteration after it took over (its buffers, e.g. the rerun bank, settle their sizes: a graph
-// captured while one grows keeps the freed storage) and iterations a planned fault hits (the injector decides on
-// the host) run eagerly; the rest replay.
-bool replays_as_graph(const Loop& L, int64_t iteration, bool log_point) {
-  return L.graph && !L.graph->off() && !L.protocol->reads_between_log_points() && !log_point && iteration >= 2 &&
+// The first two iterations (warm-up: cuBLAS, NCCL and the allocator initialise lazily), an arm's first iteration
+// after it took over (its buffers, e.g. the rerun bank, settle their sizes: a graph captured while one grows keeps
+// the freed storage) and iterations a planned fault hits (the injector decides on the host) run eagerly; the rest
+// replay, log points too: their one read comes after the replay, from the graph's own outputs (graph_inputs).
+bool replays_as_graph(const Loop& L, int64_t iteration) {
+  return L.graph && !L.graph->off() && !L.protocol->reads_between_log_points() && iteration >= 2 &&
          iteration > L.arm_since && !(L.cfg.faults && L.cfg.faults->planned_at(iteration));
 }
 
@@ -471,8 +472,9 @@ GraphState graph_state(const Loop& L) {
   return s;
 }
 
-// A non-log iteration of an arm that reads nothing between log points: train_step's device work and the log
-// inputs, captured once and replayed (capture.h); the host's bookkeeping and the Trace's checksums stay outside.
+// An iteration of an arm that reads nothing between log points: train_step's device work and the log inputs,
+// captured once and replayed (capture.h); the host's bookkeeping, the Trace's checksums and a log point's read
+// (training_log, from graph_inputs) stay outside.
 StepOutcome graph_step(Loop& L, int64_t iteration, IterationRecord& rec) {
   L.ledger.begin_iteration(iteration);
   ScopedSite numerics("numerics");
@@ -487,7 +489,7 @@ StepOutcome graph_step(Loop& L, int64_t iteration, IterationRecord& rec) {
       ~InGraph() { L.in_graph = false; }
     } in_graph(L);
     const StepOutcome out = train_step(L, iteration, /*log_point=*/false, rec, &L.static_batch);
-    log_inputs(L, out, /*log_point=*/false);  // Megatron's params norm, every iteration
+    L.graph_inputs = log_inputs(L, out, /*log_point=*/false);  // Megatron's params norm, every iteration
   }, graph_state(L));
   L.protocol->timers().stop("cuda-graph");
   if (rec.schedule.empty()) {
@@ -606,7 +608,7 @@ void run_iterations(Loop& L, int64_t until) {
     IterationRecord rec;
     rec.iteration = done;
     rec.rank = world_rank;
-    const bool graphed = replays_as_graph(L, iteration, log_point);
+    const bool graphed = replays_as_graph(L, iteration);
     StepOutcome step = graphed ? graph_step(L, iteration, rec) : train_step(L, iteration, log_point, rec, nullptr);
     L.rerun.end_iteration();  // from now on results are validated (Megatron skips the job's first iteration)
     if (step.decision.action == Decision::Action::kAbort) {
@@ -622,8 +624,9 @@ void run_iterations(Loop& L, int64_t until) {
     LogInputs in;
     LogOutputs log;
     in.iteration = done;  // a graph's iteration computed its log inputs inside; at a non-log iteration nothing logs
-    if (!graphed) region(L, done - 1, "training_log", [&] {
-      in = step.inputs ? *step.inputs : log_inputs(L, step, log_point);
+    if (!graphed || log_point) region(L, done - 1, "training_log", [&] {
+      in = graphed ? L.graph_inputs : step.inputs ? *step.inputs : log_inputs(L, step, log_point);
+      in.log_point = log_point;
       in.skipped = step.skipped;                    // onesync's inputs were taken before these two were known
       in.learning_rate = L.scheduler->get_lr();
       in.iteration = done;
