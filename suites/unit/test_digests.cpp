@@ -86,7 +86,8 @@ uint64_t kernel_form(const DigestChunk& c, int64_t threads) {
   for (int64_t t = 0; t < threads; ++t) {
     DigestSums s;
     for (int64_t k = t; k < vectors; k += threads)
-      digest_add_vector(s, reinterpret_cast<const uint32_t*>(first) + 4 * k, static_cast<uint32_t>(k * per_vector), unit);
+      digest_add_vector(s, reinterpret_cast<const uint32_t*>(first) + 4 * k, static_cast<uint32_t>(k * per_vector),
+                        unit);
     for (int64_t k = vectors * per_vector + t; k < c.words; k += threads)
       digest_add_word(s, digest_word(c, k), static_cast<uint32_t>(k));
     sum += digest_from_sums(s, c.first_word);

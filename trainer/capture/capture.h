@@ -60,9 +60,10 @@ std::unique_ptr<CaptureSession> make_capture_session();
 
 // ---- --cuda-graph iteration (issue 14) ----
 // An iteration of an arm that reads nothing between log points, its device work captured once as one CUDA graph
-// and replayed on every later iteration, log points too (their one read follows the replay). A graph replays the captured kernels with the captured
-// arguments and addresses: it equals running the iteration eagerly only if every replayable iteration issues the
-// same operators with the same host arguments on the same persistent tensors. On a GPU that is what the gates'
+// and replayed on every later iteration, log points too (their one read follows the replay). A graph replays the
+// captured kernels with the captured arguments and addresses: it equals running the iteration eagerly only if
+// every replayable iteration issues the same operators with the same host arguments on the same persistent
+// tensors. On a GPU that is what the gates'
 // bit-identity checks see; the CPU stand-in checks it directly, operator by operator (op_stream.h).
 struct GraphReport {
   bool on = false;             // RunConfig::cuda_graph asked for it

@@ -62,8 +62,8 @@ struct RunConfig {
   CommOptions comm;                        // reduction order (kPermuted for the distributional gate)
   CaptureSpec capture;                     // CUDA-graph capture probe of one region (GPU only; off by default)
   // --cuda-graph iteration: the iterations of an arm that reads nothing between log points (zerosync), log points
-  // included, replayed as one CUDA graph (capture.h); other arms run eagerly. On a CPU device (tests only; the CLI refuses
-  // it) the operator-stream check stands in (op_stream.h).
+  // included, replayed as one CUDA graph (capture.h); other arms run eagerly. On a CPU device (tests only; the CLI
+  // refuses it) the operator-stream check stands in (op_stream.h).
   bool cuda_graph_iteration = false;
   // CPU simulation of a device running behind the host: timer events complete a seeded random 0..max_windows
   // log windows late (0 = off). What a GPU does and a lockstep CPU rank cannot show (issue 13, item 2).

@@ -20,7 +20,8 @@ class LoopTap final : public ModuleTap {
   LoopTap(const Arm* const* arm, DigestLog* log) : arm_(arm), log_(log) {}
   at::Tensor at(const ModuleSite& site, Boundary b, at::Tensor t) override {
     t = (*arm_)->mutated().module_boundary(site, b, std::move(t));
-    if (log_) log_->add(name_id(site), b == Boundary::kForwardInput || b == Boundary::kBackwardInput ? "input" : "output", t);
+    const bool input = b == Boundary::kForwardInput || b == Boundary::kBackwardInput;
+    if (log_) log_->add(name_id(site), input ? "input" : "output", t);
     return t;
   }
 

@@ -1,8 +1,8 @@
 // The digests' kernel (digest_hash.h): one block per chunk; each thread reads a strided share of the chunk as 16-byte
 // vectors (the words inside split out by width, so bf16 activations stream at full width), the unaligned rest word
 // by word, into DigestSums (one 32-bit multiply-add a word); then its part of the digest, a block sum and one 64-bit
-// atomic add into the chunk's digest. Addition mod 2^64 is exact and
-// commutative, so the order the blocks land in changes nothing: the same bits give the same digest, on every run.
+// atomic add into the chunk's digest. Addition mod 2^64 is exact and commutative, so the order the blocks land in
+// changes nothing: the same bits give the same digest, on every run.
 #include <cuda_runtime.h>
 
 #include <cstdint>

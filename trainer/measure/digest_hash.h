@@ -53,7 +53,7 @@ LG_HOST_DEVICE inline uint64_t digest_term(const DigestChunk& c, int64_t k) {
 // when i is odd: weight(i) = (i + 1) * 0x9E37... + [i odd]. Over a chunk's words i = f + k that makes
 //   sum w_i weight(i) = 0x9E37... * ((f + 1) A + K) + O,  A = sum w_k,  K = sum k w_k,  O = sum of w_i, i odd,
 // mod 2^64. With k < 2^16 and w < 2^32 a word costs one 32 x 32 -> 64-bit multiply-add, not two 64-bit
-// multiplies: enough to keep the kernel at memory speed on bf16's eight words per 16-byte load.
+// multiplies (at 4096x4x2048 on an H200 both forms hash at memory speed: docs/performance.md, "Digests' cost").
 struct DigestSums {
   uint64_t a = 0;    // sum of w_k
   uint64_t k = 0;    // sum of k * w_k
