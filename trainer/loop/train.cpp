@@ -61,7 +61,7 @@ struct Loop {
   const Arm* arm;  // the arm of the current segment (TrainSession::run may change it between segments)
   std::shared_ptr<CollectiveLog> collectives;  // record_collectives: what the groups carried, per iteration
   std::shared_ptr<DigestLog> digests;          // --digests: every boundary's digest (digests.h)
-  std::vector<std::array<DigestLog::NameId, 3>> digest_names;  // per parameter (digest_param_names)
+  std::vector<std::array<DigestLog::NameId, 3>> digest_names;  // per parameter, filled by digest_param_names
   ProcessGroups groups;  // the run's groups: recorded (record_collectives), checked (check_collectives)
   int rank;
   Layout layout;
@@ -308,23 +308,26 @@ at::Tensor reduce_loss(Loop& L, const ForwardBackwardResult& fb) {
 
 // ---- --digests outside the model: the grads, the step, the loss (digests.h) ----
 
-// Parameter i's record names: the parameter's, then its two Adam moments' (interned once, digests.h).
-std::array<DigestLog::NameId, 3> digest_param_names(Loop& L, size_t i) {
-  const std::string& name = L.stage.params[i].name;
-  return {L.digests->name_id(name), L.digests->name_id(name + ".exp_avg"), L.digests->name_id(name + ".exp_avg_sq")};
+// Parameter i's record names: the parameter's, then its two Adam moments' (interned at the first call, digests.h).
+const std::array<DigestLog::NameId, 3>& digest_param_names(Loop& L, size_t i) {
+  for (size_t k = L.digest_names.size(); k < L.stage.params.size(); ++k) {
+    const std::string& name = L.stage.params[k].name;
+    L.digest_names.push_back(
+        {L.digests->name_id(name), L.digests->name_id(name + ".exp_avg"), L.digests->name_id(name + ".exp_avg_sq")});
+  }
+  return L.digest_names.at(i);
 }
 
 // After the backward: every parameter's grad as reduced, the clip's input. Hashed now: the clip scales them in place.
 void digest_reduced_grads(Loop& L) {
   if (!L.digests || L.in_graph) return;
-  while (L.digest_names.size() < L.stage.params.size())
-    L.digest_names.push_back(digest_param_names(L, L.digest_names.size()));
   for (size_t i = 0; i < L.stage.params.size(); ++i) {
+    const DigestLog::NameId name = digest_param_names(L, i)[0];
     const at::Tensor g = L.buffer->param_grad(static_cast<int>(i));
     L.digests->set_phase(DigestPhase::kGradReduction);
-    L.digests->add(L.digest_names[i][0], "output", g);
+    L.digests->add(name, "output", g);
     L.digests->set_phase(DigestPhase::kClip);
-    L.digests->add(L.digest_names[i][0], "input", g);
+    L.digests->add(name, "input", g);
   }
   L.digests->flush();
 }
@@ -337,7 +340,7 @@ void digest_step(Loop& L, const StepOutcome& out) {
     L.digests->set_phase(DigestPhase::kClip);
     L.digests->add("grad_norm", "output", out.step.grad_norm);
     for (size_t i = 0; i < L.adam->size(); ++i) {
-      const auto& names = L.digest_names.at(i);  // filled by digest_reduced_grads
+      const auto& names = digest_param_names(L, i);
       const at::Tensor g = L.buffer->param_grad(static_cast<int>(i));
       L.digests->set_phase(DigestPhase::kClip);
       L.digests->add(names[0], "output", g);

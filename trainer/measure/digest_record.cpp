@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "trainer/common/error.h"
+#include "trainer/common/strings.h"
 
 namespace loopgate {
 namespace {
@@ -24,9 +25,7 @@ DigestPhase parse_digest_phase(const std::string& name) {
 }
 
 bool digest_compared(const std::string& name) {
-  const std::string numerics = "@numerics";
-  return name.find('@') == std::string::npos ||
-         (name.size() >= numerics.size() && name.compare(name.size() - numerics.size(), numerics.size(), numerics) == 0);
+  return name.find('@') == std::string::npos || ends_with(name, "@numerics");
 }
 
 std::string to_string(const DigestRecord& r) {

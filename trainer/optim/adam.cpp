@@ -5,15 +5,12 @@
 #include <ATen/ATen.h>
 
 #include "trainer/common/error.h"
+#include "trainer/common/strings.h"
 #include "trainer/optim/clip_grads.h"
 
 namespace loopgate {
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // A host scalar as the Apex kernel sees it: a float argument (passed back as a double holding that float).
 double as_float(double x) { return static_cast<double>(static_cast<float>(x)); }
