@@ -14,7 +14,7 @@ namespace {
 struct Recording {
   std::mutex mu;
   std::atomic<bool> active{false};
-  bool registered = false;
+  at::CallbackHandle handle = 0;  // the RecordFunction callback, registered only while recording
   std::vector<std::string> ops;
   std::unordered_map<const void*, size_t> state;  // storage -> index in the GraphState
 };
@@ -90,12 +90,11 @@ void on_end(const at::RecordFunction&, at::ObserverContext*) {}
 void OpStreamRecorder::start(const GraphState& state) {
   Recording& r = recording();
   std::lock_guard<std::mutex> lock(r.mu);
-  if (!r.registered) {
-    at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
-                              .needsInputs(true)
-                              .scopes({at::RecordScope::FUNCTION}));
-    r.registered = true;
-  }
+  // Registered only while recording: a callback that needs inputs left in place costs every operator of every
+  // later scenario in the process (+34 % on the LR cases after one cuda_graph test, CPU).
+  if (r.handle == 0)
+    r.handle = at::addGlobalCallback(
+        at::RecordFunctionCallback(&on_start, &on_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
   r.ops.clear();
   r.state.clear();
   for (size_t i = 0; i < state.size(); ++i)
@@ -107,6 +106,8 @@ std::vector<std::string> OpStreamRecorder::stop() {
   Recording& r = recording();
   std::lock_guard<std::mutex> lock(r.mu);
   r.active.store(false);
+  if (r.handle != 0) at::removeCallback(r.handle);
+  r.handle = 0;
   r.state.clear();
   return std::move(r.ops);
 }

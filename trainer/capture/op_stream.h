@@ -21,7 +21,7 @@ namespace loopgate {
 
 class OpStreamRecorder {
  public:
-  // Starts recording on every thread (registers the callback the first time). One recording at a time. A tensor
+  // Starts recording on every thread (registers the callback; stop() removes it). One recording at a time. A tensor
   // whose storage is one of `state`'s is named by its index there; every other tensor by dtype and shape only
   // (temporaries: a graph's private pool gives them fixed addresses of its own).
   static void start(const GraphState& state);
