@@ -43,22 +43,23 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 }
 
 // One verdict from a test's identity (suite, name, value_param as GoogleTest prints them). Candidate-arm tests
-// carry their arm in value_param; the GatePower tests (and parameterized GatePower/<Check>... ones) are reported
-// under the arm "(planted defect)". An empty
-// check: not a gate test.
+// (Arms/...) carry their arm in value_param; another parameterized test (LrScheduleCase: one LR case) counts for
+// all arms. The GatePower tests (and parameterized GatePower/<Check>... ones) are reported under the arm
+// "(planted defect)". An empty check: not a gate test.
 Verdict make_verdict(const std::string& fixture, std::string suite, const std::string& name,
                      const std::string& value_param) {
   Verdict v;
   v.fixture = fixture;
   v.test = suite + "." + name;
-  if (suite.rfind("Arms/", 0) == 0) suite = suite.substr(5);
+  const bool per_arm = suite.rfind("Arms/", 0) == 0;  // only there does the value parameter name an arm
+  if (per_arm) suite = suite.substr(5);
   if (suite.rfind("GatePower/", 0) == 0) {  // a parameterized power test: GatePower/<Check>...
     v.check = check_of_suite(suite.substr(10));
     v.arm = kPlantedDefect;
     return v;
   }
   v.check = suite == "GatePower" ? check_of_suite(name) : check_of_suite(suite);
-  if (!value_param.empty()) {
+  if (per_arm && !value_param.empty()) {
     v.arm = value_param;
     if (v.arm.size() >= 2 && v.arm.front() == '"') v.arm = v.arm.substr(1, v.arm.size() - 2);
   } else {
@@ -255,12 +256,17 @@ bool poll_launch(Launch& l) {
 }
 
 // How many processes share a fixture's gate suites: --shards; by default 1 on CPU (the ranks already hold the
-// cores) and on a GPU one per block of `ranks` visible GPUs, at most 8 (a GPU is never shared: assign_gpus).
+// cores), and on a GPU one per block of `ranks` visible GPUs, times kShardsPerMpsBlock where an MPS server runs
+// (its clients share one GPU context, so a host-bound fixture gains from host cores; without it the processes of
+// a GPU are time-sliced and lose: assign_gpus). At most 8.
+constexpr int kShardsPerMpsBlock = 4;
+
 int shard_count(const GateOptions& o, const LaunchUnit& u, int gpus) {
   if (!u.tag.empty()) return 1;
   if (o.shards > 0) return o.shards;
   if (o.device != "cuda") return 1;
-  return std::clamp(gpus / u.fixture.world, 1, 8);
+  const int blocks = std::max(1, gpus / u.fixture.world);
+  return std::clamp(blocks * (mps_server_running() ? kShardsPerMpsBlock : 1), 1, 8);
 }
 
 // The runner's GPU ids in order: CUDA_VISIBLE_DEVICES's list when set, else 0..n-1.
@@ -293,8 +299,11 @@ std::vector<LaunchUnit> sharded(const GateOptions& o, const std::vector<LaunchUn
   for (const LaunchUnit& u : units) {
     const int n = shard_count(o, u, gpus);
     std::vector<LaunchUnit> parts = n > 1 ? split_unit(u, list_tests(o, u), n) : std::vector<LaunchUnit>{u};
-    // GPU shards with a GPU block each run side by side; without (--shards beyond the GPUs), one at a time.
-    if (o.device == "cuda" && parts.size() > 1) assign_gpus(&parts, visible_gpu_ids(gpus), u.fixture.world);
+    // GPU shards run side by side, each on a block of GPUs; more shards than blocks share them.
+    if (o.device == "cuda" && parts.size() > 1 && assign_gpus(&parts, visible_gpu_ids(gpus), u.fixture.world) &&
+        static_cast<int>(parts.size()) > gpus / u.fixture.world)
+      std::printf("loopgate gate: %s's %zu shards share %d GPU(s) (%s)\n", u.fixture.name.c_str(), parts.size(), gpus,
+                  mps_server_running() ? "an MPS server runs: one context" : "no MPS server: time-sliced");
     out.insert(out.end(), parts.begin(), parts.end());
   }
   return out;
