@@ -113,16 +113,26 @@ TEST(LaunchPlan, ShardsTakeEveryTestOnceRoundRobin) {
   EXPECT_EQ(split_unit(u, {}, 4).size(), 1u + wrong());
 }
 
-TEST(LaunchPlan, GpuShardsTakeABlockOfGpusEachAndNeverShareOne) {
+TEST(LaunchPlan, GpuShardsTakeTheBlocksOfGpusInTurn) {
   LaunchUnit u = launch_units(options("cuda"), {kTwo[1]})[0];  // tp2sp: 2 ranks
   const std::vector<std::string> tests = {"A.a", "A.b", "B.a", "B.b"};
   auto s = split_unit(u, tests, 2);
   ASSERT_TRUE(assign_gpus(&s, {"4", "5", "6", "7"}, 2));
   EXPECT_EQ(s[0].gpus, wrong() ? "4" : "4,5");
   EXPECT_EQ(s[1].gpus, "6,7");
+  // Three shards on two blocks: the third shares the first block (an MPS server's case).
+  auto m = split_unit(u, tests, 3);
+  ASSERT_TRUE(assign_gpus(&m, {"4", "5", "6", "7"}, 2));
+  EXPECT_EQ(m[2].gpus, wrong() ? "6,7" : "4,5");
+  // Three GPUs for two ranks: one block (the odd GPU idle), both shards on it.
   auto t = split_unit(u, tests, 2);
-  EXPECT_NE(assign_gpus(&t, {"0", "1", "2"}, 2), !wrong());  // 3 GPUs for 2 x 2 ranks: none assigned
-  EXPECT_EQ(t[0].gpus, "");
+  ASSERT_TRUE(assign_gpus(&t, {"0", "1", "2"}, 2));
+  EXPECT_EQ(t[0].gpus, "0,1");
+  EXPECT_EQ(t[1].gpus, wrong() ? "1,2" : "0,1");
+  // Fewer GPUs than ranks: none assigned.
+  auto n = split_unit(u, tests, 2);
+  EXPECT_EQ(assign_gpus(&n, {"0"}, 2), wrong() != 0);
+  EXPECT_EQ(n[0].gpus, "");
 }
 
 }  // namespace

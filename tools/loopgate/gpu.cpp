@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+
+#include <sys/stat.h>
 
 #include "trainer/common/error.h"
 #include "trainer/measure/ledger.h"
@@ -25,6 +28,13 @@ int visible_gpu_count() {
 #else
   throw InputError("--device cuda: this loopgate was built without the GPU tier (configure with the gpu preset)");
 #endif
+}
+
+bool mps_server_running() {
+  const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  const std::string control = std::string(dir && *dir ? dir : "/tmp/nvidia-mps") + "/control";
+  struct stat st {};
+  return ::stat(control.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
 }
 
 // On a GPU, one rank per GPU: the fixtures whose ranks fit, each one left out named with why. None fitting is

@@ -79,11 +79,12 @@ std::vector<LaunchUnit> split_unit(const LaunchUnit& u, const std::vector<std::s
 }
 
 bool assign_gpus(std::vector<LaunchUnit>* shards, const std::vector<std::string>& visible, int ranks) {
-  const size_t need = shards->size() * static_cast<size_t>(ranks);
-  if (ranks < 1 || visible.size() < need) return false;
+  if (ranks < 1 || visible.size() < static_cast<size_t>(ranks)) return false;
+  const size_t blocks = visible.size() / static_cast<size_t>(ranks);
   for (size_t k = 0; k < shards->size(); ++k) {
+    const size_t b = k % blocks;
     std::string ids;
-    for (int r = 0; r < ranks; ++r) ids += (r ? "," : "") + visible[k * static_cast<size_t>(ranks) + r];
+    for (int r = 0; r < ranks; ++r) ids += (r ? "," : "") + visible[b * static_cast<size_t>(ranks) + r];
     (*shards)[k].gpus = ids;
   }
   return true;
