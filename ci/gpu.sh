@@ -56,7 +56,7 @@ tested=$(date +%s)
 # then share each GPU's context, and gate --shards' default runs 4 per GPU block; without one they are time-sliced,
 # so the default stays one per block (docs/results-gpu.md §14, §19).
 if [ "${LOOPGATE_MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control > /dev/null &&
-   ! [ -p "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
+   ! [ -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
   mps="$(mktemp -d /tmp/lg-mps.XXXXXX)"
   export CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log"
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"

@@ -34,7 +34,7 @@ bool mps_server_running() {
   const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   const std::string control = std::string(dir && *dir ? dir : "/tmp/nvidia-mps") + "/control";
   struct stat st {};
-  return ::stat(control.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+  return ::stat(control.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);  // a FIFO or a socket, by driver version
 }
 
 // On a GPU, one rank per GPU: the fixtures whose ranks fit, each one left out named with why. None fitting is
