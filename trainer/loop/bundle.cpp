@@ -55,6 +55,11 @@ at::Tensor Bundle::packed() const {
 }
 
 std::map<std::string, double> Bundle::resolve(AsyncRead& read, Comm& world, bool reduce) {
+  issue(read, world, reduce);
+  return land(read);
+}
+
+void Bundle::issue(AsyncRead& read, Comm& world, bool reduce) {
   at::Tensor packed = this->packed();
   if (reduce) {
     // The MAX must keep a NaN (a NaN loss is what the baseline logs). NCCL's max drops a NaN against -inf (on
@@ -66,6 +71,9 @@ std::map<std::string, double> Bundle::resolve(AsyncRead& read, Comm& world, bool
     world.all_reduce(packed, ReduceOp::kMax);
   }
   read.issue(packed);
+}
+
+std::map<std::string, double> Bundle::land(AsyncRead& read) const {
   read.wait();
   std::vector<double> host = read.values();
   for (double& x : host)

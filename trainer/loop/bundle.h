@@ -29,6 +29,10 @@ class Bundle {
   // One all-reduce (MAX over `world`) unless `reduce` is false, then one read through `read` (its issue, its
   // wait, its values: async_copy.h).
   std::map<std::string, double> resolve(AsyncRead& read, Comm& world, bool reduce = true);
+  // resolve in two halves, for a read that trails other device work: issue packs, reduces and issues the copy;
+  // land waits on it and gives the values.
+  void issue(AsyncRead& read, Comm& world, bool reduce = true);
+  std::map<std::string, double> land(AsyncRead& read) const;
   at::Tensor packed() const;  // [n] double on the run's device, in the order added
   const std::vector<std::string>& keys() const { return keys_; }
 
