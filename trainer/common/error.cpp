@@ -36,6 +36,10 @@ void set_current_iteration(long long iteration) {
   note_progress();
   if (IterationObserver observer = g_iteration_observer.load(std::memory_order_acquire)) observer(iteration);
 }
+void set_current_iteration_quietly(long long iteration) {
+  g_iteration.store(iteration, std::memory_order_relaxed);
+  note_progress();
+}
 void set_iteration_observer(IterationObserver observer) {
   g_iteration_observer.store(observer, std::memory_order_release);
 }

@@ -34,6 +34,9 @@ const char* current_scope();
 // counter reads it (with current_site) to attribute each driver call on the calling thread.
 long long current_iteration();
 void set_current_iteration(long long iteration);
+// The same without telling the observer: reads that land for an earlier iteration (Ledger::CountAs) are attributed
+// to it, and no profile window opens for it again.
+void set_current_iteration_quietly(long long iteration);
 // One observer of every set_current_iteration, called on the setting thread after the change (null: none). The
 // CUPTI counter's profile mode timestamps iteration boundaries with it, so the loop carries no profiling code.
 using IterationObserver = void (*)(long long iteration);

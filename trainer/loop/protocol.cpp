@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "trainer/common/device.h"
+#include "trainer/common/error.h"
 #include "trainer/loop/mutation.h"
 
 namespace loopgate {
@@ -23,6 +24,15 @@ std::unique_ptr<AsyncRead> ProtocolBase::make_log_read(Site site) const {
 
 bool ProtocolBase::exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) {
   return exit_.vote(iteration, log_point, log.exit_vote);
+}
+
+void ProtocolBase::issue_log_read(const LogInputs&) {
+  LG_CHECK(false, "issue_log_read: this protocol's log read does not trail (log_read_can_trail is false)");
+}
+
+LogOutputs ProtocolBase::land_log_read(const LogInputs&) {
+  LG_CHECK(false, "land_log_read: this protocol's log read does not trail (log_read_can_trail is false)");
+  return {};
 }
 
 }  // namespace loopgate

@@ -74,6 +74,13 @@ class LoopProtocol {
   virtual StepVerdict after_step(RerunStateMachine& rerun, const StepDone& step) = 0;
   // Megatron's training_log: every iteration, a line at log points.
   virtual LogOutputs training_log(const LogInputs& in) = 0;
+  // A log point's read that trails (--cuda-graph iteration): issue_log_read starts the batched read, and the loop
+  // launches the next iteration's replay before land_log_read waits on it and makes the line; together they are
+  // training_log. Only where nothing the read brings can stop the next step: zerosync without the exit vote (an
+  // abort masks every later step on the device already).
+  virtual bool log_read_can_trail() const = 0;
+  virtual void issue_log_read(const LogInputs& in) = 0;
+  virtual LogOutputs land_log_read(const LogInputs& in) = 0;
   // checkpoint_and_decide_exit's duration vote.
   virtual bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) = 0;
   // The device tensors a replayed iteration reads and writes in place (--cuda-graph iteration; capture.h).
@@ -97,6 +104,9 @@ class ProtocolBase : public LoopProtocol {
   bool reads_between_log_points() const override { return true; }
   void begin_segment(const std::function<std::vector<double>()>&, int64_t, int64_t) override {}
   bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) override;
+  bool log_read_can_trail() const override { return false; }
+  void issue_log_read(const LogInputs&) override;  // fails: only a protocol whose read can trail has them
+  LogOutputs land_log_read(const LogInputs&) override;
   GraphState device_state() const override { return {}; }
   std::optional<int64_t> end_segment() override { return std::nullopt; }
   TimerSummary finish() override { return timers_.finish(); }

@@ -32,6 +32,9 @@ class OnDeviceProtocol final : public ProtocolBase {
   StepGate before_step(RerunStateMachine& rerun, int64_t iteration, bool log_point) override;
   StepVerdict after_step(RerunStateMachine& rerun, const StepDone& step) override;
   LogOutputs training_log(const LogInputs& in) override;
+  bool log_read_can_trail() const override { return !exit_.on(); }  // the exit vote would have to stop the next step
+  void issue_log_read(const LogInputs& in) override;
+  LogOutputs land_log_read(const LogInputs& in) override;
   GraphState device_state() const override;
   std::optional<int64_t> end_segment() override {
     return static_cast<int64_t>(c_.ledger.read(Site::kBatchedLogRead, steps_done_).at(0));
@@ -50,6 +53,7 @@ class OnDeviceProtocol final : public ProtocolBase {
   at::Tensor log_state_, codes_, aborted_;
   at::Tensor total_loss_;
   std::unique_ptr<AsyncRead> log_read_;
+  Bundle issued_;             // the log point's read between issue_log_read and land_log_read
   int64_t window_begin_ = 0;  // 0-based first iteration of the window since the last log point
   int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
 };
@@ -142,8 +146,14 @@ void OnDeviceProtocol::read_window(std::map<std::string, double>& v, int64_t ite
 // At a log point, one batched read: the counters, the LR, the window's skip and fault flags and the abort.
 LogOutputs OnDeviceProtocol::training_log(const LogInputs& in) {
   if (!in.log_point) return {};
+  issue_log_read(in);
+  return land_log_read(in);
+}
+
+// The read's values, packed and reduced, its copy issued; then the device's window state reset behind the copy in
+// stream order, so that the next iteration may run before the read lands.
+void OnDeviceProtocol::issue_log_read(const LogInputs& in) {
   ScopedSite scope(site_name(Site::kBatchedLogRead));
-  const bool reset = in.iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
   Bundle bundle;  // the float32 values side by side (one cast), then the doubles (none)
   in.grad_norm.defined() ? bundle.add("grad_norm", in.grad_norm) : bundle.add_absent("grad_norm");
   bundle.add("loss_scale", in.loss_scale);
@@ -154,7 +164,19 @@ LogOutputs OnDeviceProtocol::training_log(const LogInputs& in) {
   if (c_.config.optim.log_num_zeros_in_grad && in.num_zeros.defined()) bundle.add("num_zeros", in.num_zeros);
   timers_.add_deferred_values(bundle, in.iteration);
   if (exit_.on()) bundle.add_host("exit", exit_.local_flag(in.iteration) ? 1.0 : 0.0);
-  std::map<std::string, double> v = bundle.resolve(*log_read_, *c_.groups.world);
+  bundle.issue(*log_read_, *c_.groups.world);
+  issued_ = std::move(bundle);
+  // The next window writes its codes from slot 0 (stale slots past its length are never read); the loss sum
+  // resets unless this is the first line (Megatron HEAD: the first-iteration line does not reset).
+  slot_.zero_();
+  if (in.iteration != 1) total_loss_.zero_();
+}
+
+// The read lands: the window's codes decoded, the line made (or the abort found).
+LogOutputs OnDeviceProtocol::land_log_read(const LogInputs& in) {
+  ScopedSite scope(site_name(Site::kBatchedLogRead));
+  std::map<std::string, double> v = issued_.land(*log_read_);
+  issued_ = Bundle();
 
   LogOutputs window;
   read_window(v, in.iteration, window);
@@ -178,13 +200,7 @@ LogOutputs OnDeviceProtocol::training_log(const LogInputs& in) {
   out.abort = window.abort;
   out.fault_iteration = window.fault_iteration;
   if (v.count("exit")) out.exit_vote = v["exit"] != 0.0;
-  // The next window writes its codes from slot 0 (stale slots past its length are never read); the loss sum and
-  // the counters reset unless this is the first line (no reset).
-  slot_.zero_();
-  if (reset) {
-    total_loss_.zero_();
-    advanced_ = skipped_ = nan_ = 0;
-  }
+  if (in.iteration != 1) advanced_ = skipped_ = nan_ = 0;  // the host's window counters, as the device's
   return out;
 }
 

@@ -55,6 +55,22 @@ ProcessGroups run_groups(const RunConfig& c, const ProcessGroups& g, const std::
   return log ? recorded_groups(out, log) : out;
 }
 
+struct StepOutcome {
+  at::Tensor loss;  // [1] token-weighted lm loss of the global batch (last stage; undefined elsewhere)
+  OptimizerStepResult step;
+  bool skipped = false;
+  Decision decision;
+  std::optional<LogInputs> inputs;  // training_log's inputs, computed once (onesync reads them with the step)
+};
+
+// A replayed log point whose read was issued but not yet landed: its record, step and inputs wait for the next
+// iteration's replay to be launched (log_read_trails), so the device does not idle while the host makes the line.
+struct TrailingLogPoint {
+  IterationRecord rec;
+  StepOutcome step;
+  LogInputs in;
+};
+
 // ---- state of one run on one rank ----
 struct Loop {
   const RunConfig& cfg;
@@ -82,6 +98,7 @@ struct Loop {
   Batch static_batch;                       // the graph's batch buffers, refilled before each replay
   std::string graph_schedule;               // the captured iteration's executed schedule (the Trace's)
   LogInputs graph_inputs;  // the captured iteration's log inputs: tensors every replay rewrites in place
+  std::optional<TrailingLogPoint> trailing;  // a log point whose read trails the next replay (log_read_trails)
   int num_micro = 0;
   int64_t consumed_samples = 0;
   int64_t next_iteration = 0;  // 0-based: iterations done so far
@@ -232,14 +249,6 @@ void setup(Loop& L) {
   L.result.trace.fixture = cfg.fixture;
   L.result.trace.world = L.groups.world->size();
 }
-
-struct StepOutcome {
-  at::Tensor loss;  // [1] token-weighted lm loss of the global batch (last stage; undefined elsewhere)
-  OptimizerStepResult step;
-  bool skipped = false;
-  Decision decision;
-  std::optional<LogInputs> inputs;  // training_log's inputs, computed once (onesync reads them with the step)
-};
 
 LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point);
 
@@ -600,10 +609,50 @@ void abort_on_device(Loop& L, IterationRecord& rec, const LogOutputs& log) {
   L.ended = true;
 }
 
+// What follows training_log at an iteration: zerosync's window backfilled (or its abort), the mutation's hook, the
+// exit vote, the Trace. False when the run ends here.
+bool after_training_log(Loop& L, IterationRecord& rec, const StepOutcome& step, const LogInputs& in,
+                        const LogOutputs& log, bool log_point) {
+  if (log.has_window) {
+    backfill_window(L, rec, log);
+    if (log.abort) {
+      abort_on_device(L, rec, log);
+      return false;
+    }
+  }
+  L.arm->mutated().after_training_log(L.ledger, in);
+  rec.exit_decision = L.protocol->exit_vote(rec.iteration, log_point, log);
+  record_iteration(L, rec, step, log, log_point);
+  if (rec.exit_decision) {
+    L.result.exited_on_duration = true;
+    L.ended = true;
+    return false;
+  }
+  return true;
+}
+
+// Whether log point `done` (1-based) leaves its read in flight behind the next iteration's replay: both replay,
+// in this segment, and nothing the read brings could stop that next step (LoopProtocol::log_read_can_trail). Not
+// under the capture probe, which captures training_log whole.
+bool log_read_trails(const Loop& L, int64_t done, bool graphed, bool log_point, int64_t until) {
+  return graphed && log_point && done < until && replays_as_graph(L, done) && L.protocol->log_read_can_trail() &&
+         !L.capture;
+}
+
+// The trailing log point's read lands (the next replay is launched): its line, then the rest of its iteration,
+// with its reads counted at its own iteration. False when the run ends there (an abort; the replay launched
+// behind it ran masked).
+bool land_trailing_log_point(Loop& L) {
+  TrailingLogPoint t = std::move(*L.trailing);
+  L.trailing.reset();
+  Ledger::CountAs own(L.ledger, t.rec.iteration - 1);
+  const LogOutputs log = L.protocol->land_log_read(t.in);
+  return after_training_log(L, t.rec, t.step, t.in, log, /*log_point=*/true);
+}
+
 // ---- the iterations of train(): train_step, training_log, the exit decision ----
 void run_iterations(Loop& L, int64_t until) {
   const RunConfig& cfg = L.cfg;
-  const Arm& arm = *L.arm;
   const int world_rank = L.rank;
   for (int64_t iteration = L.next_iteration; iteration < until;) {
     const int64_t done = iteration + 1;  // Megatron's `iteration` after the increment: 1-based
@@ -613,6 +662,7 @@ void run_iterations(Loop& L, int64_t until) {
     rec.rank = world_rank;
     const bool graphed = replays_as_graph(L, iteration);
     StepOutcome step = graphed ? graph_step(L, iteration, rec) : train_step(L, iteration, log_point, rec, nullptr);
+    if (L.trailing && !land_trailing_log_point(L)) break;  // the previous log point's read, behind this replay
     L.rerun.end_iteration();  // from now on results are validated (Megatron skips the job's first iteration)
     if (step.decision.action == Decision::Action::kAbort) {
       record_abort(L, rec, step.decision, iteration);
@@ -626,6 +676,7 @@ void run_iterations(Loop& L, int64_t until) {
     // Everything that follows is diagnostics: the log line, the Trace, the exit decision.
     LogInputs in;
     LogOutputs log;
+    bool trails = false;
     in.iteration = done;  // a graph's iteration computed its log inputs inside; at a non-log iteration nothing logs
     if (!graphed || log_point) region(L, done - 1, "training_log", [&] {
       in = graphed ? L.graph_inputs : step.inputs ? *step.inputs : log_inputs(L, step, log_point);
@@ -636,25 +687,20 @@ void run_iterations(Loop& L, int64_t until) {
       in.train_iters = cfg.train_iters;
       in.consumed_samples = L.consumed_samples;
       in.global_batch = cfg.data.global_batch;
-      log = L.protocol->training_log(in);
-    });
-    if (log.has_window) {
-      backfill_window(L, rec, log);
-      if (log.abort) {
-        abort_on_device(L, rec, log);
-        break;
+      trails = log_read_trails(L, done, graphed, log_point, until);
+      if (trails) {
+        L.protocol->issue_log_read(in);
+      } else {
+        log = L.protocol->training_log(in);
       }
+    });
+    if (trails) {
+      L.trailing = TrailingLogPoint{rec, std::move(step), in};  // the rest comes when its read lands
+      continue;
     }
-    arm.mutated().after_training_log(L.ledger, in);
-    rec.exit_decision = L.protocol->exit_vote(done, log_point, log);
-
-    record_iteration(L, rec, step, log, log_point);
-    if (rec.exit_decision) {
-      L.result.exited_on_duration = true;
-      L.ended = true;
-      break;
-    }
+    if (!after_training_log(L, rec, step, in, log, log_point)) break;
   }
+  LG_CHECK(!L.trailing, "a log point's read trailed past the end of its segment");
 }
 
 // Drains the current arm's timers into the result (a run's end, or before another arm takes over).

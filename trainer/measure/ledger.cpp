@@ -113,6 +113,18 @@ void Ledger::begin_iteration(int64_t iteration) {
   set_current_iteration(iteration);
 }
 
+Ledger::CountAs::CountAs(Ledger& ledger, int64_t iteration) : ledger_(ledger), was_(ledger.iteration()) {
+  std::lock_guard<std::mutex> lock(ledger_.mu_);
+  ledger_.iteration_ = iteration;
+  set_current_iteration_quietly(iteration);
+}
+
+Ledger::CountAs::~CountAs() {
+  std::lock_guard<std::mutex> lock(ledger_.mu_);
+  ledger_.iteration_ = was_;
+  set_current_iteration_quietly(was_);
+}
+
 void Ledger::set_counting(bool on) { counting_ = on; }
 bool Ledger::counting() const { return counting_; }
 

@@ -75,6 +75,17 @@ class Ledger {
 
   void begin_iteration(int64_t iteration);
   int64_t iteration() const;
+  // While alive, reads count at `iteration` (and CUPTI attributes its syncs there) without beginning it again: a
+  // log point's read that lands while the next iteration runs (the trailing log read, train.cpp) is its own.
+  class CountAs {
+   public:
+    CountAs(Ledger& ledger, int64_t iteration);
+    ~CountAs();
+
+   private:
+    Ledger& ledger_;
+    int64_t was_;
+  };
 
   // Off: reads, device scalars and syncs still happen (they are the loop's), but nothing is counted or recorded
   // (`loopgate ab --arms A,A:bare` measures what the bookkeeping costs). The watchdog still learns the site.
