@@ -169,7 +169,7 @@ std::vector<std::string> all_problems(const std::string& arm, bool emulate) {
   base.cuda_graph_iteration = graphed;
   const std::string key = graphed ? "races:clean:graph" : "races:clean";
   const ScenarioResult& run = emulate ? run_scenario(key, emulated(base), arm)
-                              : graphed ? run_scenario("clean:graph", base, arm) : clean_run(arm);
+                              : graphed ? clean_graph_run(arm) : clean_run(arm);
   const Emulated e{clean_run("baseline"), run};
   std::vector<std::string> p = value_problems(e, arm);
   if (!graphed)

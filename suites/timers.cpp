@@ -288,9 +288,32 @@ TEST_P(TimersLagged, LaggingDeviceStillOneWindowPerLineAndWaitsOnlyWhenBehind) {
                 static_cast<unsigned long long>(lagged_config().event_lag.seed), s.local.timers.event_lags.size(), behind);
 }
 
+// Replayed (--cuda-graph iteration): a replayed iteration's level-1 timers start and stop between its graph's
+// segments (capture.h cut), so the accounting holds for every iteration, the replayed ones included.
+std::vector<std::string> graph_timer_arms() {
+  std::vector<std::string> out;
+  for (const std::string& a : gate_arms())
+    if (find_arm(a).on_device) out.push_back(a);
+  return out;
+}
+
+class TimersGraph : public ::testing::TestWithParam<std::string> {};
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TimersGraph);
+
+TEST_P(TimersGraph, EveryIntervalOnceInOrderReplayedIterationsIncluded) {
+  if (heavy_fixture()) GTEST_SKIP() << "dp64: shown on the smaller fixtures (the cuda_graph gate replays on dp64)";
+  const RunResult& r = clean_graph_run(GetParam()).local;
+  EXPECT_TRUE(r.graph.error.empty()) << r.graph.error;
+  EXPECT_GE(r.graph.replays, r.iterations_done - 2) << GetParam() << ": every iteration from the third replays";
+  auto p = accounting_problems(GetParam(), r);
+  EXPECT_TRUE(p.empty()) << join(p);
+}
+
 INSTANTIATE_TEST_SUITE_P(Arms, Timers, ::testing::ValuesIn(gate_arms()),
                          [](const auto& info) { return param_name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Arms, TimersLagged, ::testing::ValuesIn(deferred_timer_arms()),
+                         [](const auto& info) { return param_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Arms, TimersGraph, ::testing::ValuesIn(graph_timer_arms()),
                          [](const auto& info) { return param_name(info.param); });
 
 // ---- the registry on a FakeClock ----
@@ -395,6 +418,13 @@ TEST(GatePower, TimersRejectsAZeroWindow) {
 TEST(GatePower, TimersRejectsAFirstReportThatDoesNotWait) {
   const std::string arm = "defect-timer-first-no-wait";
   expect_rejected(arm, lag_wait_problems(arm, lagged_run(arm)), "0 timer wait(s)");
+}
+
+// A replayed iteration whose timer actions ran at the first replay only: the intervals of the later ones are missing.
+TEST(GatePower, TimersRejectsAGraphTimerArmedOnce) {
+  if (heavy_fixture()) GTEST_SKIP() << "dp64: shown on the smaller fixtures";
+  const std::string arm = "defect-graph-timer-armed-once";
+  expect_rejected(arm, accounting_problems(arm, clean_graph_run(arm).local), "intervals reported");
 }
 
 TEST(GatePower, TimersRejectsAnUnboundedQueue) {

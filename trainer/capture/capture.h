@@ -59,8 +59,9 @@ class CaptureSession {
 std::unique_ptr<CaptureSession> make_capture_session();
 
 // ---- --cuda-graph iteration (issue 14) ----
-// An iteration of an arm that reads nothing between log points, its device work captured once as one CUDA graph
-// and replayed on every later iteration, log points too (their one read follows the replay). A graph replays the
+// An iteration of an arm that reads nothing between log points, its device work captured once as CUDA graphs (one
+// per segment between its timer actions: cut) and replayed on every later iteration, log points too (their one read
+// follows the replay). A graph replays the
 // captured kernels with the captured arguments and addresses: it equals running the iteration eagerly only if
 // every replayable iteration issues the same operators with the same host arguments on the same persistent
 // tensors. On a GPU that is what the gates'
@@ -85,6 +86,11 @@ class IterationGraph {
   // every rank and replays it; later calls replay. When capture fails on any rank the body runs eagerly, the
   // graph is off for the rest of the run, and report().error says why (every rank agrees: MPI vote).
   virtual void run(int64_t iteration, const std::function<void()>& body, const GraphState& state) = 0;
+  // Inside run()'s body: `action` (a level-1 timer's start or stop, which records an event on the stream) runs at
+  // this point of every replay, between the device work before and after it. A GPU cuts the capture here into
+  // segments, replayed in turn with the captured iteration's actions between them; an event inside a graph would
+  // be recorded once at capture and never re-armed. Outside a capture (the graph off): the action runs now.
+  virtual void cut(const std::function<void()>& action) = 0;
   virtual void reset() = 0;  // another arm's state: the next run captures afresh
   virtual bool off() const = 0;
   const GraphReport& report() const { return report_; }

@@ -13,8 +13,11 @@
 
 #include <fmt/format.h>
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "trainer/capture/capture.h"
 
@@ -57,8 +60,19 @@ class CudaCaptureSession final : public CaptureSession {
   std::unique_ptr<at::cuda::CUDAGraph> graph_;  // kept to the end of the run: its pool holds region tensors
 };
 
-// --cuda-graph iteration: one CUDAGraph per arm segment, captured in global mode on the run's stream (set at
-// construction, before the grad buffer exists, as for the probe), replayed on every later replayable iteration.
+// Whether the capture in progress on `stream` holds any work yet (unknown: assume it does).
+bool capture_has_work(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph) != cudaSuccess || !graph) return true;
+  size_t nodes = 0;
+  return cudaGraphGetNodes(graph, nullptr, &nodes) != cudaSuccess || nodes > 0;
+}
+
+// --cuda-graph iteration: per arm segment, the iteration captured in global mode on the run's stream (set at
+// construction, before the grad buffer exists, as for the probe) as CUDAGraphs, one per stretch of work between the
+// body's cut actions, sharing one memory pool (replayed in capture order, as make_graphed_callables does); every
+// later replayable iteration replays them in turn with the captured actions between them.
 class CudaIterationGraph final : public IterationGraph {
  public:
   CudaIterationGraph() : run_stream_(c10::cuda::getStreamFromPool()) {
@@ -70,7 +84,7 @@ class CudaIterationGraph final : public IterationGraph {
   }
   ~CudaIterationGraph() override {
     (void)cudaStreamSynchronize(run_stream_.stream());
-    graph_.reset();
+    steps_.clear();
     guard_.reset();
   }
 
@@ -79,47 +93,84 @@ class CudaIterationGraph final : public IterationGraph {
       body();
       return;
     }
-    if (!graph_) {
-      auto g = std::make_unique<at::cuda::CUDAGraph>();
+    if (steps_.empty()) {
       std::string error;
-      g->capture_begin({0, 0}, cudaStreamCaptureModeGlobal);
+      capturing_ = true;
+      begin_segment();
       try {
         body();
-        g->capture_end();
+        end_segment();
       } catch (const std::exception& e) {
-        try {
-          g->capture_end();  // ends the invalidated capture; throws, as expected here
-        } catch (const std::exception&) {
-        }
-        (void)cudaGetLastError();
+        abandon_segment();
         const std::string what = e.what();
         error = what.substr(0, what.find('\n'));
       }
+      capturing_ = false;
       if (!every_rank(error.empty())) {  // a graph some rank lacks would wait forever on its NCCL peers
         off_ = true;
+        steps_.clear();
         report_.error = fmt::format("iteration {} did not capture on every rank{}{}", iteration,
                                     error.empty() ? "" : ": ", error);
         body();  // capture ran none of the work: do it eagerly
         return;
       }
-      graph_ = std::move(g);
       report_.captured_at = iteration;
       ++report_.captures;
     }
-    graph_->replay();
+    for (const Step& s : steps_) s.graph ? s.graph->replay() : s.action();
     ++report_.replays;
   }
 
+  void cut(const std::function<void()>& action) override {
+    if (!capturing_) {
+      action();
+      return;
+    }
+    if (capture_has_work(run_stream_.stream())) {  // else the action joins the ones before this stretch
+      end_segment();
+      begin_segment();
+    }
+    steps_.push_back({nullptr, action});
+  }
+
   void reset() override {
-    if (graph_) (void)cudaStreamSynchronize(run_stream_.stream());  // its last replay is done with the pool
-    graph_.reset();
+    if (!steps_.empty()) (void)cudaStreamSynchronize(run_stream_.stream());  // its last replay is done with the pool
+    steps_.clear();
+    pool_ = {0, 0};
   }
   bool off() const override { return off_; }
 
  private:
+  struct Step {  // a captured stretch of work, or a host action between two
+    std::shared_ptr<at::cuda::CUDAGraph> graph;
+    std::function<void()> action;
+  };
+
+  void begin_segment() {
+    open_ = std::make_shared<at::cuda::CUDAGraph>();
+    open_->capture_begin(pool_, cudaStreamCaptureModeGlobal);  // {0, 0}: a new pool, which the later ones share
+  }
+  void end_segment() {
+    open_->capture_end();
+    if (pool_.first == 0 && pool_.second == 0) pool_ = open_->pool();
+    steps_.push_back({std::move(open_), nullptr});
+  }
+  void abandon_segment() {
+    try {
+      if (open_) open_->capture_end();  // ends the invalidated capture; throws, as expected here
+    } catch (const std::exception&) {
+    }
+    open_.reset();
+    (void)cudaGetLastError();
+    steps_.clear();
+  }
+
   c10::cuda::CUDAStream run_stream_;
   std::optional<c10::cuda::CUDAStreamGuard> guard_;
-  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  std::vector<Step> steps_;                  // the captured iteration, in order: kept to the end (the pool)
+  std::shared_ptr<at::cuda::CUDAGraph> open_;  // the stretch being captured
+  decltype(std::declval<at::cuda::CUDAGraph&>().pool()) pool_{0, 0};  // LibTorch's MempoolId_t, where it lives
+  bool capturing_ = false;
   bool off_ = false;
 };
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 namespace loopgate {
 namespace {
@@ -126,8 +127,11 @@ class OpStreamCheckGraph final : public IterationGraph {
   OpStreamCheckGraph() { report_.on = true; }
 
   void run(int64_t iteration, const std::function<void()>& body, const GraphState& state) override {
+    phase_ = !checking_ ? Phase::kEager : captured_.empty() ? Phase::kCapture : Phase::kReplay;
+    next_action_ = 0;
     if (checking_) OpStreamRecorder::start(state);
     body();
+    const Phase phase = std::exchange(phase_, Phase::kEager);
     if (!checking_) return;
     std::vector<std::string> ops = OpStreamRecorder::stop();
     std::vector<const void*> storages;
@@ -141,6 +145,13 @@ class OpStreamCheckGraph final : public IterationGraph {
       return;
     }
     ++report_.replays;
+    if (phase == Phase::kReplay && next_action_ != actions_.size()) {
+      report_.error = fmt::format("iteration {} cut its work at {} timer action(s), the captured iteration {} at {} (a "
+                                  "CUDA graph would replay the captured ones)",
+                                  iteration, next_action_, report_.captured_at, actions_.size());
+      checking_ = false;
+      return;
+    }
     for (size_t k = 0; k < state.size(); ++k) {
       if (k < captured_storages_.size() && storages[k] == captured_storages_[k]) continue;
       report_.error = fmt::format("iteration {}: persistent tensor '{}' is not the storage the captured iteration {} "
@@ -160,15 +171,31 @@ class OpStreamCheckGraph final : public IterationGraph {
     checking_ = false;  // the first difference is the finding; the run goes on eagerly
   }
 
+  // As a GPU replays them: the captured iteration's actions, in order, at every later run — whatever the body now
+  // passes (its action is run only past the captured ones, and the count is judged after the body).
+  void cut(const std::function<void()>& action) override {
+    if (phase_ == Phase::kCapture) actions_.push_back(action);
+    if (phase_ == Phase::kReplay && next_action_ < actions_.size()) {
+      actions_[next_action_++]();
+      return;
+    }
+    if (phase_ == Phase::kReplay) ++next_action_;
+    action();
+  }
+
   void reset() override {
     captured_.clear();
     captured_storages_.clear();
+    actions_.clear();
   }
   bool off() const override { return !checking_; }
 
  private:
   std::vector<std::string> captured_;
   std::vector<const void*> captured_storages_;
+  std::vector<std::function<void()>> actions_;  // the captured iteration's cut actions
+  enum class Phase { kEager, kCapture, kReplay } phase_ = Phase::kEager;
+  size_t next_action_ = 0;
   bool checking_ = true;
 };
 

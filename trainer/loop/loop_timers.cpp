@@ -54,7 +54,7 @@ LoopTimers::LoopTimers(const Arm& arm, const RunConfig& config, Ledger& ledger, 
   if (instrumented || arm_.timers != SyncMode::kDeferred)
     for (const char* name : kLevel1Timers) timers_[name] = make(name);
   timers_[kIntervalTimer] = make(kIntervalTimer);
-  // --cuda-graph iteration: a replayed iteration is timed as a whole (its events cannot be inside the graph).
+  // --cuda-graph iteration: a replayed iteration is also timed as a whole, around its segments and their actions.
   if (config.cuda_graph_iteration) timers_["cuda-graph"] = make("cuda-graph");
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,8 @@ class Mutation {
   virtual bool scheduler_steps(bool update_successful) const { return update_successful; }
   // The grad norm a log point reports, given this log point's and the previous log point's.
   virtual double logged_grad_norm(double now, double /*previous*/) const { return now; }
+  // A level-1 timer's start or stop as a replayed iteration runs it between its graph's segments (capture.h cut).
+  virtual std::function<void()> graph_timer_action(std::function<void()> action) const { return action; }
   // The intervals a timer report is about to publish (a log point's, or the drain's), in order.
   virtual void timer_report(std::vector<TimerInterval>& /*reported*/) const {}
   // After training_log, every iteration.

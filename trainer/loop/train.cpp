@@ -94,7 +94,7 @@ struct Loop {
   Schedule schedule;
   std::unique_ptr<CaptureSession> capture;  // the capture probe (RunConfig::capture), GPU only
   std::unique_ptr<IterationGraph> graph;    // --cuda-graph iteration (RunConfig::cuda_graph_iteration)
-  bool in_graph = false;                    // inside the graph's body: no timer events, no checksum reads
+  bool in_graph = false;                    // inside the graph's body: timers cut it, no checksum reads
   Batch static_batch;                       // the graph's batch buffers, refilled before each replay
   std::string graph_schedule;               // the captured iteration's executed schedule (the Trace's)
   LogInputs graph_inputs;  // the captured iteration's log inputs: tensors every replay rewrites in place
@@ -202,13 +202,15 @@ void begin_segment(Loop& L) {
                             L.next_iteration);
 }
 
-// The deferred timers record events on the stream; inside a graph they would be captured once and never re-armed,
-// so a graph's iteration is timed as a whole around its replay (graph_step).
+// The level-1 timers record events on the stream. Inside a graph's body they are the graph's cut actions
+// (capture.h): run between the captured stretches of work at every replay, not captured once and never re-armed.
 void timer_start(Loop& L, const char* name) {
-  if (!L.in_graph) L.protocol->timers().start(name);
+  if (!L.in_graph) return L.protocol->timers().start(name);
+  L.graph->cut(L.arm->mutated().graph_timer_action([&L, name] { L.protocol->timers().start(name); }));
 }
 void timer_stop(Loop& L, const char* name) {
-  if (!L.in_graph) L.protocol->timers().stop(name);
+  if (!L.in_graph) return L.protocol->timers().stop(name);
+  L.graph->cut(L.arm->mutated().graph_timer_action([&L, name] { L.protocol->timers().stop(name); }));
 }
 
 // Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
