@@ -10,7 +10,6 @@
 #   LOOPGATE_VENDOR_DIR=/path bash ci/gpu.sh        # runner image without gtest / nlohmann / CLI11 packages
 #   NO_BUILD=1 bash ci/gpu.sh                       # on a built tree
 #   GATE_ARGS="--fixture single" bash ci/gpu.sh     # arguments for the gate (a JSON goes to $RESULTS/gate.json)
-#   LOOPGATE_MPS=0 bash ci/gpu.sh                   # the gate without an MPS server (one shard per GPU block)
 #   DRY_RUN=1 [BUILD_DIR=build/gpu] bash ci/gpu.sh  # no build, no run: what this runner would run
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -52,22 +51,6 @@ fi
 "${cmd[@]}" ${CTEST_ARGS:-}
 ctest_rc=$?
 tested=$(date +%s)
-# The gate under a private MPS server when the runner has one and none runs yet (LOOPGATE_MPS=0: never): its shards
-# then share each GPU's context, and gate --shards' default runs 4 per GPU block; without one they are time-sliced,
-# so the default stays one per block (docs/results-gpu.md §14, §19).
-if [ "${LOOPGATE_MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control > /dev/null &&
-   ! [ -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
-  mps="$(mktemp -d /tmp/lg-mps.XXXXXX)"
-  export CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log"
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if nvidia-cuda-mps-control -d; then
-    trap 'echo quit | nvidia-cuda-mps-control; rm -rf "$mps"' EXIT
-    echo "gpu.sh: MPS server started for the gate ($CUDA_MPS_PIPE_DIRECTORY)"
-  else
-    echo "gpu.sh: nvidia-cuda-mps-control -d failed: the gate runs without MPS"
-    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-  fi
-fi
 "${gate[@]}"
 gate_rc=$?
 if [ -s "$R/gate.json" ]; then  # the same HTML page as the CPU job's (docs/report.md)

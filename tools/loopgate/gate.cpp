@@ -256,17 +256,14 @@ bool poll_launch(Launch& l) {
 }
 
 // How many processes share a fixture's gate suites: --shards; by default 1 on CPU (the ranks already hold the
-// cores), and on a GPU one per block of `ranks` visible GPUs, times kShardsPerMpsBlock where an MPS server runs
-// (its clients share one GPU context, so a host-bound fixture gains from host cores; without it the processes of
-// a GPU are time-sliced and lose: assign_gpus). At most 8.
-constexpr int kShardsPerMpsBlock = 4;
-
+// cores) and on a GPU one per block of `ranks` visible GPUs, at most 8. More processes than blocks share GPUs and
+// lose on one H200: 8 time-sliced shards of single ran 5-9x slower each (docs/results-gpu.md §14, §19), and 4
+// under an MPS server did too (one context, no time slices: §19).
 int shard_count(const GateOptions& o, const LaunchUnit& u, int gpus) {
   if (!u.tag.empty()) return 1;
   if (o.shards > 0) return o.shards;
   if (o.device != "cuda") return 1;
-  const int blocks = std::max(1, gpus / u.fixture.world);
-  return std::clamp(blocks * (mps_server_running() ? kShardsPerMpsBlock : 1), 1, 8);
+  return std::clamp(gpus / u.fixture.world, 1, 8);
 }
 
 // The runner's GPU ids in order: CUDA_VISIBLE_DEVICES's list when set, else 0..n-1.
@@ -302,8 +299,8 @@ std::vector<LaunchUnit> sharded(const GateOptions& o, const std::vector<LaunchUn
     // GPU shards run side by side, each on a block of GPUs; more shards than blocks share them.
     if (o.device == "cuda" && parts.size() > 1 && assign_gpus(&parts, visible_gpu_ids(gpus), u.fixture.world) &&
         static_cast<int>(parts.size()) > gpus / u.fixture.world)
-      std::printf("loopgate gate: %s's %zu shards share %d GPU(s) (%s)\n", u.fixture.name.c_str(), parts.size(), gpus,
-                  mps_server_running() ? "an MPS server runs: one context" : "no MPS server: time-sliced");
+      std::printf("loopgate gate: %s's %zu shards share %d GPU(s): slower than one per GPU where measured "
+                  "(docs/results-gpu.md §19)\n", u.fixture.name.c_str(), parts.size(), gpus);
     out.insert(out.end(), parts.begin(), parts.end());
   }
   return out;

@@ -6,9 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
-
-#include <sys/stat.h>
 
 #include "trainer/common/error.h"
 #include "trainer/measure/ledger.h"
@@ -28,13 +25,6 @@ int visible_gpu_count() {
 #else
   throw InputError("--device cuda: this loopgate was built without the GPU tier (configure with the gpu preset)");
 #endif
-}
-
-bool mps_server_running() {
-  const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
-  const std::string control = std::string(dir && *dir ? dir : "/tmp/nvidia-mps") + "/control";
-  struct stat st {};
-  return ::stat(control.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);  // a FIFO or a socket, by driver version
 }
 
 // On a GPU, one rank per GPU: the fixtures whose ranks fit, each one left out named with why. None fitting is

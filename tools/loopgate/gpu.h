@@ -33,9 +33,6 @@ GpuFlags& gpu_flags();  // the process's parsed flags
 void add_gpu_flags(CLI::App* run, GpuFlags& flags);
 // The GPUs this process sees (CUDA_VISIBLE_DEVICES applies). InputError where this loopgate has no GPU tier.
 int visible_gpu_count();
-// Whether an MPS control daemon listens where this process's CUDA clients would look for it
-// (CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps): then processes on one GPU share a context instead of time slices.
-bool mps_server_running();
 // On a GPU, one rank per GPU: the fixtures whose ranks fit, each one left out named with why ("loopgate COMMAND: F
 // left out: ..."). No GPU, or none fitting, is bad input (the runner cannot run what it was asked for).
 std::vector<Fixture> fixtures_that_fit(const std::vector<Fixture>& fixtures, int gpus, const char* command);

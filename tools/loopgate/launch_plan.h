@@ -37,9 +37,8 @@ std::vector<std::string> parse_test_list(const std::string& gtest_list_output);
 std::vector<LaunchUnit> split_unit(const LaunchUnit& u, const std::vector<std::string>& tests, int shards);
 
 // GPU shards: shard k takes block k % B of the B blocks of `ranks` GPUs in `visible` (the runner's GPU ids in
-// order), so the shards of a fixture run side by side, one rank per GPU. More shards than blocks share a block's
-// GPUs: worth it only under an MPS server (gate.cpp shard_count), since plain CUDA time-slices the processes of
-// one GPU (eight shards of single on one H200 took 226 s against 173 s for one process, docs/results-gpu.md §14).
+// order), so the shards of a fixture run side by side, one rank per GPU. More shards than blocks (an explicit
+// --shards) share a block's GPUs; on one H200 that lost, time-sliced or under MPS (gate.cpp shard_count).
 // False (units unchanged) when `visible` holds fewer than `ranks` GPUs.
 bool assign_gpus(std::vector<LaunchUnit>* shards, const std::vector<std::string>& visible, int ranks);
 

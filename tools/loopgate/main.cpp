@@ -124,8 +124,8 @@ int main(int argc, char** argv) {
                    "gate suites)");
   gate->add_option("--shards", go.shards,
                    "processes sharing each fixture's gate suites, round-robin over its tests, 0-64 (default 0 = auto: 1 "
-                   "on CPU; --device cuda: one per block of ranks-many visible GPUs, 4 per block under an MPS server, "
-                   "at most 8, side by side)");
+                   "on CPU; --device cuda: one per block of ranks-many visible GPUs, at most 8, side by side; more "
+                   "share the GPUs)");
   gate->add_option("--jobs", go.jobs, "fixtures of at most 2 ranks run this many at a time, >= 1 (default 1: on 2 cores, two jobs' waiting ranks spin against each other)");
 
   GoldenOptions gd;
