@@ -257,8 +257,8 @@ bool poll_launch(Launch& l) {
 
 // How many processes share a fixture's gate suites: --shards; by default 1 on CPU (the ranks already hold the
 // cores) and on a GPU one per block of `ranks` visible GPUs, at most 8. More processes than blocks share GPUs and
-// lose on one H200: 8 time-sliced shards of single ran 5-9x slower each (docs/results-gpu.md §14, §19), and 4
-// under an MPS server did too (one context, no time slices: §19).
+// lost on one H200: 8 time-sliced shards of single took 226 s against 173 s for one process (docs/results-gpu.md
+// §14); under an MPS server 8 and 4 shards ran each scenario 5-9x slower than one process did (§19).
 int shard_count(const GateOptions& o, const LaunchUnit& u, int gpus) {
   if (!u.tag.empty()) return 1;
   if (o.shards > 0) return o.shards;
