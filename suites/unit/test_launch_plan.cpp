@@ -120,7 +120,7 @@ TEST(LaunchPlan, GpuShardsTakeTheBlocksOfGpusInTurn) {
   ASSERT_TRUE(assign_gpus(&s, {"4", "5", "6", "7"}, 2));
   EXPECT_EQ(s[0].gpus, wrong() ? "4" : "4,5");
   EXPECT_EQ(s[1].gpus, "6,7");
-  // Three shards on two blocks: the third shares the first block (an MPS server's case).
+  // Three shards on two blocks: the third shares the first block (an explicit --shards beyond the GPUs).
   auto m = split_unit(u, tests, 3);
   ASSERT_TRUE(assign_gpus(&m, {"4", "5", "6", "7"}, 2));
   EXPECT_EQ(m[2].gpus, wrong() ? "6,7" : "4,5");
