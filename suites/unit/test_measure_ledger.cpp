@@ -126,6 +126,29 @@ TEST(Ledger, BeginIterationCallsTheIterationObserver) {
   EXPECT_EQ(current_iteration(), 0);
 }
 
+// A trailing log read lands while the next iteration runs: it counts at its own iteration, tells the observer (the
+// profile's windows) nothing, and the iteration in progress comes back after it.
+TEST(Ledger, CountAsCountsAtTheGivenIterationAndRestores) {
+  observed_iterations().clear();
+  set_iteration_observer([](long long iteration) { observed_iterations().push_back(iteration); });
+  Ledger ledger;
+  ledger.begin_iteration(8);
+  {
+    Ledger::CountAs own(ledger, 7);
+    EXPECT_EQ(current_iteration(), 7 + wrong());
+    ledger.record_read(Site::kBatchedLogRead, 3);
+  }
+  ledger.record_read(Site::kNanCheckLoss, 1);
+  set_iteration_observer(nullptr);
+  EXPECT_EQ(ledger.iteration(), 8);
+  EXPECT_EQ(current_iteration(), 8);
+  EXPECT_EQ(ledger.count(7, Site::kBatchedLogRead), 1 + wrong());
+  EXPECT_EQ(ledger.count(8, Site::kBatchedLogRead), 0);
+  EXPECT_EQ(ledger.count(8, Site::kNanCheckLoss), 1);
+  EXPECT_EQ(observed_iterations(), (std::vector<long long>{8}));
+  set_current_iteration(0);
+}
+
 TEST(Ledger, ResetForgetsEverything) {
   Ledger ledger;
   ledger.begin_iteration(3);

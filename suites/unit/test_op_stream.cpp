@@ -1,6 +1,10 @@
 // The CPU stand-in for a CUDA graph's replay (trainer/capture/op_stream.h): what it accepts and what it names.
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "trainer/capture/op_stream.h"
 
@@ -57,6 +61,40 @@ TEST(OpStream, ABranchOnTheIterationIsNamed) {
       if (it == 5) t.w.add_(0.0);  // one operator more on one iteration
     }, t.state());
   EXPECT_NE(g->report().error.find("iteration 5"), std::string::npos) << g->report().error;
+}
+
+// Cut actions (a replayed iteration's timer starts and stops): run where they stand at the capture; at every later
+// run the captured ones run in their place, as a GPU replays them; a different count is named.
+TEST(OpStream, CutActionsReplayTheCapturedOnes) {
+  Toy t;
+  auto g = make_op_stream_check_graph();
+  std::vector<std::string> ran;
+  for (int64_t it = 3; it < 6; ++it)
+    g->run(it, [&] {
+      g->cut([&ran, it] { ran.push_back("start@" + std::to_string(it)); });
+      t.step(0.5);
+      g->cut([&ran, it] { ran.push_back("stop@" + std::to_string(it)); });
+    }, t.state());
+  EXPECT_TRUE(g->report().error.empty()) << g->report().error;
+  EXPECT_EQ(ran, (std::vector<std::string>{"start@3", "stop@3", "start@3", "stop@3", "start@3", "stop@3"}));
+  g->run(6, [&] { t.step(0.5); }, t.state());  // no cut: one replay would still run the captured two
+  EXPECT_NE(g->report().error.find("cut its work at 0 timer action(s), the captured iteration 3 at 2"),
+            std::string::npos) << g->report().error;
+  // Off (after a finding), or never capturing: an action runs where it stands.
+  std::vector<std::string> now;
+  g->run(7, [&] { g->cut([&now] { now.push_back("eager"); }); }, t.state());
+  EXPECT_EQ(now, (std::vector<std::string>{"eager"}));
+}
+
+// The recorder's callback asks for every operator's inputs: it must be gone once a recording stops, or every later
+// operator of the process pays for it.
+TEST(OpStream, TheRecordingCallbackIsRemovedWhenItStops) {
+  EXPECT_FALSE(at::hasGlobalCallbacks());
+  OpStreamRecorder::start({});
+  EXPECT_TRUE(at::hasGlobalCallbacks());
+  (void)at::ones({2}).add(1.0);
+  EXPECT_FALSE(OpStreamRecorder::stop().empty());
+  EXPECT_FALSE(at::hasGlobalCallbacks()) << "the recording callback outlived its recording";
 }
 
 TEST(OpStream, WhichPersistentTensorAnOperatorTouchesCounts) {
