@@ -48,13 +48,6 @@ std::vector<int64_t> replayable(const RunConfig& c) {
   return out;
 }
 
-std::vector<std::string> graph_arms() {
-  std::vector<std::string> out;
-  for (const std::string& a : gate_arms())
-    if (find_arm(a).on_device) out.push_back(a);
-  return out;
-}
-
 // Where a graph run's bits part from the baseline's. The arm rerun eagerly: if it differs there too, the digests
 // name the first record that differs (fixtures/localize.h); if it does not, the replay is the cause, and the
 // digests cannot look further: a replayed iteration runs no host code to take them.

@@ -69,11 +69,8 @@ Emulated fault_pair(const std::string& arm) {
 // log point's read trails the next iteration's replay (train.cpp log_read_trails) and lands after it.
 std::vector<Emulated> pairs(const std::string& arm) {
   std::vector<Emulated> out = {clean_pair(arm), fault_pair(arm)};
-  if (find_arm(arm).on_device) {
-    RunConfig c = emulated(clean_config());
-    c.cuda_graph_iteration = true;
-    out.push_back({clean_run("baseline"), run_scenario("races:clean:graph", c, arm)});
-  }
+  if (find_arm(arm).on_device)
+    out.push_back({clean_run("baseline"), run_scenario("races:clean:graph", emulated(clean_graph_config()), arm)});
   return out;
 }
 
@@ -164,9 +161,8 @@ INSTANTIATE_TEST_SUITE_P(Arms, Races, ::testing::ValuesIn(race_arms()),
 // A zero-read arm runs replayed, its log reads trailing the next replay (a replayed iteration records no level-1
 // timer intervals, so the timers are judged on the eager arms).
 std::vector<std::string> all_problems(const std::string& arm, bool emulate) {
-  RunConfig base = clean_config();
   const bool graphed = find_arm(arm).on_device;
-  base.cuda_graph_iteration = graphed;
+  const RunConfig base = graphed ? clean_graph_config() : clean_config();
   const std::string key = graphed ? "races:clean:graph" : "races:clean";
   const ScenarioResult& run = emulate ? run_scenario(key, emulated(base), arm)
                               : graphed ? clean_graph_run(arm) : clean_run(arm);

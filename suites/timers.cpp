@@ -290,13 +290,6 @@ TEST_P(TimersLagged, LaggingDeviceStillOneWindowPerLineAndWaitsOnlyWhenBehind) {
 
 // Replayed (--cuda-graph iteration): a replayed iteration's level-1 timers start and stop between its graph's
 // segments (capture.h cut), so the accounting holds for every iteration, the replayed ones included.
-std::vector<std::string> graph_timer_arms() {
-  std::vector<std::string> out;
-  for (const std::string& a : gate_arms())
-    if (find_arm(a).on_device) out.push_back(a);
-  return out;
-}
-
 class TimersGraph : public ::testing::TestWithParam<std::string> {};
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TimersGraph);
 
@@ -313,7 +306,7 @@ INSTANTIATE_TEST_SUITE_P(Arms, Timers, ::testing::ValuesIn(gate_arms()),
                          [](const auto& info) { return param_name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Arms, TimersLagged, ::testing::ValuesIn(deferred_timer_arms()),
                          [](const auto& info) { return param_name(info.param); });
-INSTANTIATE_TEST_SUITE_P(Arms, TimersGraph, ::testing::ValuesIn(graph_timer_arms()),
+INSTANTIATE_TEST_SUITE_P(Arms, TimersGraph, ::testing::ValuesIn(graph_arms()),
                          [](const auto& info) { return param_name(info.param); });
 
 // ---- the registry on a FakeClock ----

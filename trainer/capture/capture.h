@@ -61,11 +61,10 @@ std::unique_ptr<CaptureSession> make_capture_session();
 // ---- --cuda-graph iteration (issue 14) ----
 // An iteration of an arm that reads nothing between log points, its device work captured once as CUDA graphs (one
 // per segment between its timer actions: cut) and replayed on every later iteration, log points too (their one read
-// follows the replay). A graph replays the
-// captured kernels with the captured arguments and addresses: it equals running the iteration eagerly only if
-// every replayable iteration issues the same operators with the same host arguments on the same persistent
-// tensors. On a GPU that is what the gates'
-// bit-identity checks see; the CPU stand-in checks it directly, operator by operator (op_stream.h).
+// follows the replay). A graph replays the captured kernels with the captured arguments and addresses: it equals
+// running the iteration eagerly only if every replayable iteration issues the same operators with the same host
+// arguments on the same persistent tensors. On a GPU that is what the gates' bit-identity checks see; the CPU
+// stand-in checks it directly, operator by operator (op_stream.h).
 struct GraphReport {
   bool on = false;             // RunConfig::cuda_graph asked for it
   int64_t captured_at = 0;     // Megatron iteration of the (last) capture; 0 = never captured

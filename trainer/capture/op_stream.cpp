@@ -131,7 +131,7 @@ class OpStreamCheckGraph final : public IterationGraph {
     next_action_ = 0;
     if (checking_) OpStreamRecorder::start(state);
     body();
-    const Phase phase = std::exchange(phase_, Phase::kEager);
+    phase_ = Phase::kEager;
     if (!checking_) return;
     std::vector<std::string> ops = OpStreamRecorder::stop();
     std::vector<const void*> storages;
@@ -145,7 +145,7 @@ class OpStreamCheckGraph final : public IterationGraph {
       return;
     }
     ++report_.replays;
-    if (phase == Phase::kReplay && next_action_ != actions_.size()) {
+    if (next_action_ != actions_.size()) {  // a replay's cuts against the captured iteration's
       report_.error = fmt::format("iteration {} cut its work at {} timer action(s), the captured iteration {} at {} (a "
                                   "CUDA graph would replay the captured ones)",
                                   iteration, next_action_, report_.captured_at, actions_.size());

@@ -9,8 +9,10 @@
 
 #include <array>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <random>
 
 #include "trainer/common/device.h"
@@ -204,13 +206,15 @@ void begin_segment(Loop& L) {
 
 // The level-1 timers record events on the stream. Inside a graph's body they are the graph's cut actions
 // (capture.h): run between the captured stretches of work at every replay, not captured once and never re-armed.
+void timer_action(Loop& L, std::function<void()> action) {
+  if (!L.in_graph) return action();
+  L.graph->cut(L.arm->mutated().graph_timer_action(std::move(action)));
+}
 void timer_start(Loop& L, const char* name) {
-  if (!L.in_graph) return L.protocol->timers().start(name);
-  L.graph->cut(L.arm->mutated().graph_timer_action([&L, name] { L.protocol->timers().start(name); }));
+  timer_action(L, [&L, name] { L.protocol->timers().start(name); });
 }
 void timer_stop(Loop& L, const char* name) {
-  if (!L.in_graph) return L.protocol->timers().stop(name);
-  L.graph->cut(L.arm->mutated().graph_timer_action([&L, name] { L.protocol->timers().stop(name); }));
+  timer_action(L, [&L, name] { L.protocol->timers().stop(name); });
 }
 
 // Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
