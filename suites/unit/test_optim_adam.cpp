@@ -65,7 +65,7 @@ TEST(OptimAdam, TwoStepsMatchHandRolledAdamW) {
   const std::vector<std::vector<float>> grads_w = {{0.1f, -0.2f}, {-0.4f, 0.05f}};
   const std::vector<float> grads_b = {0.3f, 0.1f};
   for (int t = 1; t <= 2; ++t) {
-    adam.step({vec(grads_w[t - 1]).reshape({1, 2}), vec({grads_b[t - 1]})}, lr, wd);
+    adam.step(MainGrads::pack({vec(grads_w[t - 1]).reshape({1, 2}), vec({grads_b[t - 1]})}), lr, wd);
     w0.step(grads_w[t - 1][0], t, 0.01f, 0.1f);
     w1.step(grads_w[t - 1][1], t, 0.01f, 0.1f);
     b.step(grads_b[t - 1], t, 0.01f, 0.0f);  // bias: wd_mult 0
@@ -79,7 +79,7 @@ TEST(OptimAdam, TwoStepsMatchHandRolledAdamW) {
   // Step 1 by hand: bias correction makes m^ = g and v^ = g^2, so the update is sign(g) (+ decay * p):
   // w0 = 1 - 0.01 * (1 + 0.1 * 1) = 0.989; b = 0.5 - 0.01 * 1 = 0.49.
   Adam fresh(params);
-  fresh.step({vec({0.1f, -0.2f}).reshape({1, 2}), vec({0.3f})}, lr, wd);
+  fresh.step(MainGrads::pack({vec({0.1f, -0.2f}).reshape({1, 2}), vec({0.3f})}), lr, wd);
   EXPECT_NEAR(fresh.main_params()[0][0][0].item<float>(), 0.989f, 1e-6);
   EXPECT_NEAR(fresh.main_params()[0][0][1].item<float>(), -2.0f - 0.01f * (-1.0f + 0.1f * -2.0f), 1e-6);  // -1.988
   EXPECT_NEAR(fresh.main_params()[1][0].item<float>(), 0.49f, 1e-6);
@@ -90,7 +90,7 @@ TEST(OptimAdam, TwoStepsMatchHandRolledAdamW) {
 TEST(OptimAdam, MaskedSkipKeepsEverything) {
   const Params params = {make_param("fc.weight", vec({1.0f, 2.0f}).reshape({2, 1}))};
   Adam masked(params), plain(params);
-  const std::vector<at::Tensor> g = {vec({0.5f, -0.5f}).reshape({2, 1})};
+  const MainGrads g = MainGrads::pack({vec({0.5f, -0.5f}).reshape({2, 1})});
   masked.step(g, 0.1, 0.01, at::ones({1}, at::kBool));  // skipped
   EXPECT_EQ(masked.step_count().item<int64_t>(), 0);
   EXPECT_TRUE(at::equal(masked.main_params()[0], params[0].value));
@@ -107,10 +107,67 @@ TEST(OptimAdam, CopyMainToModelCastsToModelDtype) {
   Params params = {make_param("fc.weight", vec({1.0f, 3.0f}).reshape({1, 2}).to(at::kBFloat16))};
   Adam adam(params);
   EXPECT_EQ(adam.main_params()[0].scalar_type(), at::kFloat);
-  adam.step({vec({0.25f, -1.0f}).reshape({1, 2})}, 0.125, 0.0);
+  adam.step(MainGrads::pack({vec({0.25f, -1.0f}).reshape({1, 2})}), 0.125, 0.0);
   adam.copy_main_to_model(params);
   EXPECT_EQ(params[0].value.scalar_type(), at::kBFloat16);
   EXPECT_TRUE(at::equal(params[0].value, adam.main_params()[0].to(at::kBFloat16)));
+}
+
+// The flat update against the same operations run one param at a time (the form before the flat buffers), on
+// params with and without weight decay laid out in reverse order (GradBuffer's), masked steps and a NaN grad
+// included: the same bits in every param and moment after every step.
+TEST(OptimAdam, FlatStepHasTheBitsOfOneParamAtATime) {
+  at::manual_seed(7);
+  const Params params = {make_param("a.weight", at::randn({3, 5})), make_param("a.bias", at::randn({5})),
+                         make_param("b.weight", at::randn({4, 2})), make_param("ln.weight", at::randn({7}))};
+  std::vector<int64_t> offsets(params.size());
+  int64_t total = 0;
+  for (size_t i = params.size(); i-- > 0;) {
+    offsets[i] = total;
+    total += params[i].value.numel();
+  }
+  Adam adam(params, {}, 0, true, offsets);
+  std::vector<at::Tensor> p, m, v;
+  for (const Param& q : params) {
+    p.push_back(q.value.clone());
+    m.push_back(at::zeros_like(q.value));
+    v.push_back(at::zeros_like(q.value));
+  }
+  const float b1 = 0.9f, b2 = 0.999f;
+  int64_t t = 0;
+  for (int s = 0; s < 6; ++s) {
+    const bool skip = s == 3;
+    MainGrads g{at::randn({total}), {}};
+    if (s == 3) g.flat[2] = std::numeric_limits<float>::quiet_NaN();  // a skipped step's NaN stays out
+    for (size_t i = 0; i < params.size(); ++i)
+      g.views.push_back(g.flat.narrow(0, offsets[i], params[i].value.numel()).view(params[i].value.sizes()));
+    const double lr = 1e-3 * (s + 1), wd = 0.05;
+    adam.step(g, lr, wd, at::full({1}, skip, at::kBool));
+    if (skip) continue;
+    ++t;
+    const at::Tensor bc1 = at::full({1}, static_cast<float>(1 - std::pow(static_cast<double>(b1), t)));
+    const at::Tensor bc2 = at::full({1}, static_cast<float>(1 - std::pow(static_cast<double>(b2), t)));
+    for (size_t i = 0; i < params.size(); ++i) {
+      const double decay = static_cast<float>(wd * adam.wd_mult(i));
+      m[i] = m[i].mul(static_cast<double>(b1)).add(g.views[i].mul(static_cast<double>(1.0f - b1)));
+      v[i] = v[i].mul(static_cast<double>(b2)).add(g.views[i].mul(static_cast<double>(1.0f - b2)).mul(g.views[i]));
+      const at::Tensor update = m[i].div(bc1).div(v[i].div(bc2).sqrt().add(static_cast<double>(1e-8f))).add(
+          p[i].mul(decay));
+      p[i] = p[i].sub(update.mul(static_cast<double>(static_cast<float>(lr))));
+    }
+  }
+  EXPECT_EQ(adam.step_count().item<int64_t>(), t);
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(at::equal(adam.main_params()[i], p[i])) << params[i].name;
+    EXPECT_TRUE(at::equal(adam.exp_avg()[i], m[i])) << params[i].name;
+    EXPECT_TRUE(at::equal(adam.exp_avg_sq()[i], v[i])) << params[i].name;
+  }
+}
+
+TEST(OptimAdam, GradsLaidOutOtherwiseAreRefused) {
+  const Params params = {make_param("a.weight", at::ones({2, 2})), make_param("a.bias", at::ones({2}))};
+  Adam adam(params, {}, 0, true, {2, 0});  // the bias first, as GradBuffer lays them out
+  EXPECT_THROW(adam.step(MainGrads::pack({at::ones({2, 2}), at::ones({2})}), 0.1, 0.0), std::exception);
 }
 
 // ---- optimizer_step ----
@@ -121,7 +178,7 @@ TEST(OptimStep, NoScalerNormClipZerosThenAdam) {
   Params params = {make_param("fc.weight", vec({1.0f, 2.0f}).reshape({1, 2})),
                    make_param("ln.weight", vec({0.5f}), /*tp_sharded=*/false)};
   Adam adam(params), reference(params);
-  std::vector<at::Tensor> grads = {vec({3.0f, 4.0f}).reshape({1, 2}), vec({0.0f})};
+  MainGrads grads = MainGrads::pack({vec({3.0f, 4.0f}).reshape({1, 2}), vec({0.0f})});
   OptimizerStepConfig config;
   config.log_num_zeros_in_grad = true;
   const OptimizerStepResult r = optimizer_step(adam, nullptr, grads, params, *self, config, 0.01, 0.1);
@@ -130,14 +187,14 @@ TEST(OptimStep, NoScalerNormClipZerosThenAdam) {
   EXPECT_EQ(r.num_zeros.item<int64_t>(), 1);
   EXPECT_EQ(r.found_inf.item<float>(), 0.0f);
   const float c = 1.0f / (5.0f + 1e-6f);
-  EXPECT_EQ(grads[0][0][1].item<float>(), 4.0f * c) << "grads are clipped in place";
-  reference.step({vec({3.0f * c, 4.0f * c}).reshape({1, 2}), vec({0.0f})}, 0.01, 0.1);
+  EXPECT_EQ(grads.views[0][0][1].item<float>(), 4.0f * c) << "grads are clipped in place";
+  reference.step(MainGrads::pack({vec({3.0f * c, 4.0f * c}).reshape({1, 2}), vec({0.0f})}), 0.01, 0.1);
   EXPECT_TRUE(at::equal(adam.main_params()[0], reference.main_params()[0]));
   EXPECT_TRUE(at::equal(adam.main_params()[1], reference.main_params()[1]));
   EXPECT_TRUE(at::equal(params[0].value, adam.main_params()[0])) << "main copied to model";
   EXPECT_EQ(adam.step_count().item<int64_t>(), 1);
   // Default: no zero count (Megatron returns None -> -1).
-  std::vector<at::Tensor> grads2 = {vec({0.0f, 0.0f}).reshape({1, 2}), vec({0.0f})};
+  MainGrads grads2 = MainGrads::pack({vec({0.0f, 0.0f}).reshape({1, 2}), vec({0.0f})});
   EXPECT_EQ(optimizer_step(adam, nullptr, grads2, params, *self, {}, 0.01, 0.1).num_zeros.item<int64_t>(), -1);
 }
 
@@ -147,7 +204,7 @@ TEST(OptimStep, TpDuplicateLeftOutOfNorm) {
   Params params = {make_param("fc.weight", vec({0.0f, 0.0f}).reshape({1, 2})),
                    make_param("ln.weight", vec({0.0f}), /*tp_sharded=*/false)};
   Adam adam(params, {}, /*tp_rank=*/1);
-  std::vector<at::Tensor> grads = {vec({3.0f, 4.0f}).reshape({1, 2}), vec({12.0f})};
+  MainGrads grads = MainGrads::pack({vec({3.0f, 4.0f}).reshape({1, 2}), vec({12.0f})});
   OptimizerStepConfig config;
   config.clip_grad = 100.0;
   const OptimizerStepResult r = optimizer_step(adam, nullptr, grads, params, *self, config, 0.01, 0.0);
@@ -168,7 +225,7 @@ TEST(OptimStep, DynamicScalerSkipsOnInfThenSteps) {
   OptimizerStepConfig config;
   config.log_num_zeros_in_grad = true;
 
-  std::vector<at::Tensor> bad = {vec({std::numeric_limits<float>::infinity(), 1.0f}).reshape({1, 2})};
+  MainGrads bad = MainGrads::pack({vec({std::numeric_limits<float>::infinity(), 1.0f}).reshape({1, 2})});
   const OptimizerStepResult skipped = optimizer_step(adam, &scaler, bad, params, *self, config, 0.01, 0.1);
   EXPECT_FALSE(skipped.update_successful.item<bool>());
   EXPECT_EQ(skipped.found_inf.item<float>(), 1.0f);
@@ -179,10 +236,10 @@ TEST(OptimStep, DynamicScalerSkipsOnInfThenSteps) {
   EXPECT_TRUE(at::equal(adam.main_params()[0], vec({1.0f, 2.0f}).reshape({1, 2})));
   EXPECT_TRUE(at::equal(params[0].value, vec({1.0f, 2.0f}).reshape({1, 2})));
   EXPECT_EQ(adam.exp_avg()[0].abs().sum().item<float>(), 0.0f);
-  EXPECT_EQ(bad[0][0][1].item<float>(), 1.0f / 8.0f) << "unscaled but not clipped, as in Megatron";
+  EXPECT_EQ(bad.views[0][0][1].item<float>(), 1.0f / 8.0f) << "unscaled but not clipped, as in Megatron";
 
   // Clean step at scale 4: grads 4 * [0.3, 0.4] -> unscaled [0.3, 0.4], norm 0.5 < clip 1 (coefficient 1).
-  std::vector<at::Tensor> good = {vec({1.2f, 1.6f}).reshape({1, 2})};
+  MainGrads good = MainGrads::pack({vec({1.2f, 1.6f}).reshape({1, 2})});
   const OptimizerStepResult ok = optimizer_step(adam, &scaler, good, params, *self, config, 0.01, 0.1);
   EXPECT_TRUE(ok.update_successful.item<bool>());
   const at::Tensor unscaled = vec({1.2f, 1.6f}).reshape({1, 2}) * 0.25f;
@@ -190,7 +247,7 @@ TEST(OptimStep, DynamicScalerSkipsOnInfThenSteps) {
   EXPECT_NEAR(ok.grad_norm.item<float>(), 0.5f, 1e-7);
   EXPECT_EQ(ok.num_zeros.item<int64_t>(), 0);
   EXPECT_EQ(adam.step_count().item<int64_t>(), 1);
-  reference.step({unscaled}, 0.01, 0.1);
+  reference.step(MainGrads::pack({unscaled}), 0.01, 0.1);
   EXPECT_TRUE(at::equal(adam.main_params()[0], reference.main_params()[0]));
   EXPECT_EQ(scaler.growth_tracker().item<int64_t>(), 1);
 }
@@ -200,11 +257,11 @@ TEST(OptimStep, ConstantScalerUnscalesAndSkipsOnNan) {
   Params params = {make_param("fc.weight", vec({1.0f}).reshape({1, 1}))};
   Adam adam(params);
   ConstantGradScaler scaler(4.0, at::kCPU);
-  std::vector<at::Tensor> nan = {vec({std::numeric_limits<float>::quiet_NaN()}).reshape({1, 1})};
+  MainGrads nan = MainGrads::pack({vec({std::numeric_limits<float>::quiet_NaN()}).reshape({1, 1})});
   EXPECT_FALSE(optimizer_step(adam, &scaler, nan, params, *self, {}, 0.01, 0.0).update_successful.item<bool>());
   EXPECT_EQ(adam.step_count().item<int64_t>(), 0) << "Megatron skips with any grad scaler, constant too";
   EXPECT_EQ(scaler.scale().item<float>(), 4.0f);
-  std::vector<at::Tensor> g = {vec({2.0f}).reshape({1, 1})};
+  MainGrads g = MainGrads::pack({vec({2.0f}).reshape({1, 1})});
   const OptimizerStepResult r = optimizer_step(adam, &scaler, g, params, *self, {}, 0.01, 0.0);
   EXPECT_TRUE(r.update_successful.item<bool>());
   EXPECT_EQ(r.grad_norm.item<float>(), 0.5f);  // 2 / 4

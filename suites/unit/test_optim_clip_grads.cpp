@@ -72,6 +72,19 @@ TEST(OptimClipGrads, CountZeros) {
   EXPECT_EQ(count_zeros_fp32({}, *self).item<int64_t>(), 0);
 }
 
+// Over a flat buffer less the grads that do not count: the per-grad count's integer.
+TEST(OptimClipGrads, CountZerosOverAFlatBufferLessTheOnesLeftOut) {
+  CommPtr self = make_mpi_comm(MPI_COMM_SELF);
+  const at::Tensor flat = vec({0, 1, 0, 2, 0, 0, 3, 0, 0});
+  const at::Tensor a = flat.narrow(0, 0, 4), b = flat.narrow(0, 4, 4).view({2, 2}), c = flat.narrow(0, 8, 1);
+  const at::Tensor zeros = count_zeros_fp32(flat, {c}, *self);
+  EXPECT_EQ(zeros.scalar_type(), at::kLong);
+  EXPECT_EQ(zeros.sizes(), at::IntArrayRef({1}));
+  EXPECT_EQ(zeros.item<int64_t>(), count_zeros_fp32({a, b}, *self).item<int64_t>());
+  EXPECT_EQ(zeros.item<int64_t>(), 5);
+  EXPECT_EQ(count_zeros_fp32(flat, {}, *self).item<int64_t>(), 6);
+}
+
 Param make_param(const std::string& name, at::Tensor value, bool tp_sharded, bool tied = false) {
   Param p;
   p.name = name;

@@ -116,9 +116,9 @@ struct Loop {
         rerun(c.rerun), protocol(select_protocol(a, c, ledger, groups, r)), schedule(select_schedule(layout)) {}
 };
 
-std::vector<at::Tensor> main_grads(Loop& L) {
-  std::vector<at::Tensor> grads;
-  for (size_t i = 0; i < L.stage.params.size(); ++i) grads.push_back(L.buffer->param_grad(static_cast<int>(i)));
+MainGrads main_grads(Loop& L) {
+  MainGrads grads{L.buffer->data(), {}};
+  for (size_t i = 0; i < L.stage.params.size(); ++i) grads.views.push_back(L.buffer->param_grad(static_cast<int>(i)));
   return grads;
 }
 
@@ -238,7 +238,8 @@ void setup(Loop& L) {
   GradBufferConfig bcfg;
   if (cfg.bucket_size > 0) bcfg.bucket_size = cfg.bucket_size;
   L.buffer = std::make_unique<GradBuffer>(L.stage.params, L.arm->mutated().grad_sync_group(L.groups.dp), bcfg);
-  L.adam = std::make_unique<Adam>(L.stage.params, AdamConfig{}, L.stage.coord.tp, L.stage.is_first_stage());
+  L.adam = std::make_unique<Adam>(L.stage.params, AdamConfig{}, L.stage.coord.tp, L.stage.is_first_stage(),
+                                  main_grads(L).offsets());  // laid out as the grad buffer
   if (cfg.dynamic_loss_scale) {
     L.scaler = std::make_unique<DynamicGradScaler>(cfg.dynamic_scaler, run_device());
   } else if (cfg.loss_scale > 0) {
@@ -300,7 +301,7 @@ void note_verdict(IterationRecord& rec, int64_t iteration, VerdictPhase phase, c
 
 // optimizer.step at the scheduler's LR (or the one the protocol hands it), masked by the gate where it has a mask.
 OptimizerStepResult step_optimizer(Loop& L, int64_t iteration, const StepGate& gate) {
-  std::vector<at::Tensor> grads = main_grads(L);
+  MainGrads grads = main_grads(L);
   double lr = L.scheduler->get_lr();
   lr = L.arm->mutated().step_lr(lr);
   if (gate.host_lr) lr = *gate.host_lr;

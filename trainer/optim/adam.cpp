@@ -3,6 +3,7 @@
 #include "trainer/optim/adam.h"
 
 #include <ATen/ATen.h>
+#include <ATen/ScalarOps.h>
 
 #include "trainer/common/error.h"
 #include "trainer/common/strings.h"
@@ -21,6 +22,10 @@ at::Tensor bias_correction(double beta_f, const at::Tensor& step) {
   return at::pow(beta_f, step.to(at::kDouble)).neg().add(1.0).to(at::kFloat);
 }
 
+// A host scalar as mul(Tensor, Scalar) hands it to the kernel (a wrapped number), so an out= form takes the same
+// kernel with no temporary (LibTorch 1.13's Scalar out= forms compute into a new tensor, then copy).
+at::Tensor host_scalar(double x) { return at::native::wrapped_scalar_tensor(x); }
+
 }  // namespace
 
 // ---- Adam ----
@@ -29,29 +34,77 @@ bool no_weight_decay_cond(const std::string& name, const at::Tensor& value) {
   return ends_with(name, ".bias") || value.dim() == 1;
 }
 
-Adam::Adam(const Params& params, const AdamConfig& config, int tp_rank, bool is_first_pp_stage) : config_(config) {
+std::vector<int64_t> MainGrads::offsets() const {
+  std::vector<int64_t> out;
+  for (const at::Tensor& v : views) {
+    LG_CHECK(v.is_alias_of(flat), "MainGrads: a grad view is not a view of the flat buffer");
+    out.push_back(v.storage_offset() - flat.storage_offset());
+  }
+  return out;
+}
+
+MainGrads MainGrads::pack(const std::vector<at::Tensor>& grads) {
+  int64_t total = 0;
+  for (const at::Tensor& g : grads) total += g.numel();
+  MainGrads out;
+  out.flat = at::zeros({total}, at::TensorOptions().dtype(at::kFloat).device(
+                                    grads.empty() ? c10::Device(c10::kCPU) : grads.front().device()));
+  int64_t at_element = 0;
+  for (const at::Tensor& g : grads) {
+    out.views.push_back(out.flat.narrow(0, at_element, g.numel()).view(g.sizes()));
+    out.views.back().copy_(g);
+    at_element += g.numel();
+  }
+  return out;
+}
+
+Adam::Adam(const Params& params, const AdamConfig& config, int tp_rank, bool is_first_pp_stage,
+           std::vector<int64_t> offsets)
+    : config_(config), offsets_(std::move(offsets)) {
   LG_INPUT_CHECK(config.beta1 >= 0.0 && config.beta1 < 1.0, "Adam: beta1 must be in [0, 1) (got {})", config.beta1);
   LG_INPUT_CHECK(config.beta2 >= 0.0 && config.beta2 < 1.0, "Adam: beta2 must be in [0, 1) (got {})", config.beta2);
   LG_INPUT_CHECK(config.eps >= 0.0, "Adam: eps must be >= 0 (got {})", config.eps);
   LG_INPUT_CHECK(!params.empty(), "Adam: no params");
-  for (const Param& p : params) {
-    const at::Tensor main = p.value.detach().to(at::kFloat).clone();  // never alias the model param
+  int64_t total = 0;
+  if (offsets_.empty()) {
+    for (const Param& p : params) {
+      offsets_.push_back(total);
+      total += p.value.numel();
+    }
+  }
+  LG_CHECK(offsets_.size() == params.size(), "Adam: {} offsets for {} params", offsets_.size(), params.size());
+  for (size_t i = 0; i < params.size(); ++i) total = std::max(total, offsets_[i] + params[i].value.numel());
+  const at::TensorOptions fp32 = at::TensorOptions().dtype(at::kFloat).device(params.front().value.device());
+  // Elements no param covers stay zero in every tensor: a zero grad leaves them zero.
+  flat_main_ = at::zeros({total}, fp32);
+  flat_exp_avg_ = at::zeros({total}, fp32);
+  flat_exp_avg_sq_ = at::zeros({total}, fp32);
+  flat_wd_mult_ = at::zeros({total}, fp32);
+  new_main_ = at::empty({total}, fp32);
+  new_exp_avg_ = at::empty({total}, fp32);
+  new_exp_avg_sq_ = at::empty({total}, fp32);
+  scratch_ = at::empty({total}, fp32);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Param& p = params[i];
+    auto view_of = [&](const at::Tensor& flat) { return flat.narrow(0, offsets_[i], p.value.numel()).view(p.value.sizes()); };
     names_.push_back(p.name);
-    main_params_.push_back(main);
-    exp_avg_.push_back(at::zeros_like(main));
-    exp_avg_sq_.push_back(at::zeros_like(main));
+    main_params_.push_back(view_of(flat_main_));
+    main_params_.back().copy_(p.value.detach());  // an fp32 copy: never aliases the model param
+    exp_avg_.push_back(view_of(flat_exp_avg_));
+    exp_avg_sq_.push_back(view_of(flat_exp_avg_sq_));
     wd_mult_.push_back(no_weight_decay_cond(p.name, p.value) ? 0.0 : 1.0);
+    view_of(flat_wd_mult_).fill_(wd_mult_.back());
     // Megatron _filter_grads_for_norm: not a TP duplicate, not the shared tied-embedding copy.
     counts_in_norm_.push_back(p.counts_in_norm(tp_rank) && !(p.embedding_tied && !is_first_pp_stage));
   }
-  step_ = at::zeros({1}, at::TensorOptions().dtype(at::kLong).device(main_params_.front().device()));
+  step_ = at::zeros({1}, at::TensorOptions().dtype(at::kLong).device(flat_main_.device()));
 }
 
-void Adam::step(const std::vector<at::Tensor>& main_grads, double lr, double wd) {
+void Adam::step(const MainGrads& main_grads, double lr, double wd) {
   step_impl(main_grads, lr, wd, nullptr, nullptr);
 }
 
-void Adam::step(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor& skip,
+void Adam::step(const MainGrads& main_grads, double lr, double wd, const at::Tensor& skip,
                 const at::Tensor* lr_device) {
   step_impl(main_grads, lr, wd, &skip, lr_device);
 }
@@ -59,10 +112,18 @@ void Adam::step(const std::vector<at::Tensor>& main_grads, double lr, double wd,
 // Apex FusedAdam.step (group['step'] += 1, then multi_tensor_adam with adam_w_mode=1) per element, in float:
 //   m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g
 //   denom = sqrtf(v / bc2) + eps;  update = (m / bc1) / denom + decay*p;  p = p - lr*update
-void Adam::step_impl(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor* skip,
+// Each operation runs once over the flat tensors: element by element the same float operations as one param at a
+// time, so the same bits.
+void Adam::step_impl(const MainGrads& main_grads, double lr, double wd, const at::Tensor* skip,
                      const at::Tensor* lr_device) {
-  LG_CHECK(main_grads.size() == main_params_.size(), "Adam: {} grads for {} params", main_grads.size(),
+  LG_CHECK(main_grads.views.size() == main_params_.size(), "Adam: {} grads for {} params", main_grads.views.size(),
            main_params_.size());
+  LG_CHECK(main_grads.flat.sizes() == flat_main_.sizes(), "Adam: a flat grad buffer of {} elements for {}",
+           main_grads.flat.numel(), flat_main_.numel());
+  LG_CHECK(main_grads.offsets() == offsets_, "Adam: the grads are not laid out as the main params");
+  for (size_t i = 0; i < main_params_.size(); ++i)
+    LG_CHECK(main_grads.views[i].sizes() == main_params_[i].sizes(), "Adam: grad of {} has shape {} but param {}",
+             names_[i], c10::str(main_grads.views[i].sizes()), c10::str(main_params_[i].sizes()));
   // The kernel takes beta1, beta2, eps, lr, decay as float and forms 1-beta in float.
   const float beta1_f = static_cast<float>(config_.beta1);
   const float beta2_f = static_cast<float>(config_.beta2);
@@ -85,39 +146,52 @@ void Adam::step_impl(const std::vector<at::Tensor>& main_grads, double lr, doubl
     bc2 = bias_correction(beta2, new_step);
   }
 
-  for (size_t i = 0; i < main_params_.size(); ++i) {
-    at::Tensor& p = main_params_[i];
-    at::Tensor& m = exp_avg_[i];
-    at::Tensor& v = exp_avg_sq_[i];
-    const at::Tensor& g = main_grads[i];
-    LG_CHECK(g.sizes() == p.sizes(), "Adam: grad of {} has shape {} but param {}", names_[i], c10::str(g.sizes()),
-             c10::str(p.sizes()));
-    const double decay = as_float(wd * wd_mult_[i]);
+  at::Tensor& p = flat_main_;
+  at::Tensor& m = flat_exp_avg_;
+  at::Tensor& v = flat_exp_avg_sq_;
+  const at::Tensor& g = main_grads.flat;
+  // The new values go to buffers kept between steps: on CPU a fresh tensor of every param's elements per operation
+  // would be an mmap and page faults each.
+  at::Tensor& m_new = new_exp_avg_;
+  at::Tensor& v_new = new_exp_avg_sq_;
+  at::Tensor& p_new = new_main_;
+  at::Tensor& tmp = scratch_;
 
-    const at::Tensor m_new = m.mul(beta1).add(g.mul(one_minus_beta1));
-    const at::Tensor v_new = v.mul(beta2).add(g.mul(one_minus_beta2).mul(g));
-    const at::Tensor denom = v_new.div(bc2).sqrt().add(eps);
-    const at::Tensor update = m_new.div(bc1).div(denom).add(p.mul(decay));
-    // A float32 tensor LR multiplies exactly as the float scalar does: the same bits.
-    const at::Tensor p_new = p.sub(lr_device ? update.mul(*lr_device) : update.mul(lr_f));
+  at::mul_out(m_new, m, host_scalar(beta1));  // m_new = beta1*m + (1-beta1)*g
+  at::mul_out(tmp, g, host_scalar(one_minus_beta1));
+  m_new.add_(tmp);
+  at::mul_out(v_new, v, host_scalar(beta2));  // v_new = beta2*v + (1-beta2)*g*g
+  at::mul_out(tmp, g, host_scalar(one_minus_beta2)).mul_(g);
+  v_new.add_(tmp);
+  at::div_out(tmp, v_new, bc2).sqrt_().add_(eps);  // denom
+  at::div_out(p_new, m_new, bc1).div_(tmp);          // update = m_new/bc1/denom + decay*p
+  // Each element's decay, float(wd * wd_mult) with wd_mult 0 or 1: exactly float(wd) or 0.
+  at::mul_out(tmp, flat_wd_mult_, host_scalar(as_float(wd)));
+  tmp.mul_(p);  // p*decay: the product commutes
+  p_new.add_(tmp);
+  // A float32 tensor LR multiplies exactly as the float scalar does: the same bits.
+  if (lr_device) {
+    p_new.mul_(*lr_device);
+  } else {
+    p_new.mul_(lr_f);
+  }
+  at::sub_out(p_new, p, p_new);  // p_new = p - lr*update
 
-    if (skip) {  // masked skip: Megatron's `if found_inf_flag: return False, None, None`
-      // Written in place by the select itself: one kernel per tensor, as the unmasked copy (measured on an H200:
-      // where-then-copy_ cost a masked arm ~410 kernels per iteration more than the baseline).
-      if (!masked_write_) {
-        at::where_out(p, keep, p, p_new);
-        at::where_out(m, keep, m, m_new);
-        at::where_out(v, keep, v, v_new);
-      } else {
-        masked_write_(p, keep, p_new);
-        masked_write_(m, keep, m_new);
-        masked_write_(v, keep, v_new);
-      }
+  if (skip) {  // masked skip: Megatron's `if found_inf_flag: return False, None, None`
+    // Written in place by the select itself: one kernel per tensor, as the unmasked copy.
+    if (!masked_write_) {
+      at::where_out(p, keep, p, p_new);
+      at::where_out(m, keep, m, m_new);
+      at::where_out(v, keep, v, v_new);
     } else {
-      p.copy_(p_new);
-      m.copy_(m_new);
-      v.copy_(v_new);
+      masked_write_(p, keep, p_new);
+      masked_write_(m, keep, m_new);
+      masked_write_(v, keep, v_new);
     }
+  } else {
+    p.copy_(p_new);
+    m.copy_(m_new);
+    v.copy_(v_new);
   }
   step_.copy_(new_step);
 }
@@ -136,24 +210,22 @@ at::Tensor get_loss_scale(const GradScaler* scaler, c10::Device device) {
 
 // Megatron: _unscale_main_grads_and_check_for_nan with torch._amp_foreach_non_finite_check_and_unscale_ spelled
 // out in plain ops (LibTorch 1.13 has no CPU kernel for it): the check looks at each grad BEFORE the multiply.
-at::Tensor unscale_main_grads_and_check_for_nan(std::vector<at::Tensor>& main_grads, const at::Tensor& inv_scale,
+at::Tensor unscale_main_grads_and_check_for_nan(MainGrads& main_grads, const at::Tensor& inv_scale,
                                                 Comm* found_inf_group) {
-  at::Tensor found_inf = at::zeros({1}, inv_scale.options().dtype(at::kFloat));
-  for (at::Tensor& g : main_grads) {
-    const at::Tensor nonfinite = at::isfinite(g).all().logical_not().to(at::kFloat).reshape({1});
-    found_inf = at::maximum(found_inf, nonfinite);
-    g.mul_(inv_scale);
-  }
+  // Over the flat buffer at once: any non-finite element of any grad, then every grad scaled.
+  at::Tensor found_inf = at::isfinite(main_grads.flat).all().logical_not().to(at::kFloat).reshape({1});
+  main_grads.flat.mul_(inv_scale);
   // All ranks of the grad-stats group skip together.
   if (found_inf_group) found_inf_group->all_reduce(found_inf, ReduceOp::kMax);
   return found_inf;
 }
 
-OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<at::Tensor>& main_grads,
+OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, MainGrads& main_grads,
                                    Params& model_params, Comm& grad_stats_group, const OptimizerStepConfig& config,
                                    double lr, double wd, const at::Tensor* veto, const at::Tensor* lr_device,
                                    FoundInfReduction found_inf_reduction) {
-  LG_CHECK(main_grads.size() == adam.size(), "optimizer_step: {} grads for {} params", main_grads.size(), adam.size());
+  LG_CHECK(main_grads.views.size() == adam.size(), "optimizer_step: {} grads for {} params", main_grads.views.size(),
+           adam.size());
   const c10::Device device = adam.main_params().front().device();
   OptimizerStepResult r;
 
@@ -176,10 +248,9 @@ OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<a
   LG_CHECK(lr_device == nullptr || masked, "optimizer_step: a device LR comes with a device mask (zerosync)");
 
   // (3) grad norm over the grads that count (Megatron _filter_grads_for_norm).
-  std::vector<at::Tensor> grads_for_norm;
-  for (size_t i = 0; i < main_grads.size(); ++i) {
-    if (adam.counts_in_norm(i)) grads_for_norm.push_back(main_grads[i]);
-  }
+  std::vector<at::Tensor> grads_for_norm, not_counted;
+  for (size_t i = 0; i < main_grads.views.size(); ++i)
+    (adam.counts_in_norm(i) ? grads_for_norm : not_counted).push_back(main_grads.views[i]);
   const at::Tensor grad_norm = get_grad_norm_fp32(grads_for_norm, grad_stats_group, device);
 
   // (4) clip; on a skipped step Megatron never clips, so the coefficient becomes 1.
@@ -189,12 +260,12 @@ OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<a
       ScopedSite mask(kStepMaskSite);
       clip_coeff = at::where(found, at::ones_like(clip_coeff), clip_coeff);
     }
-    for (at::Tensor& g : main_grads) g.mul_(clip_coeff);
+    main_grads.flat.mul_(clip_coeff);  // every grad, as multi_tensor_scale over all of them
   }
 
   // (5) zeros, after clipping, over the same grads as the norm.
   at::Tensor num_zeros = at::full({1}, -1, at::TensorOptions().dtype(at::kLong).device(device));
-  if (config.log_num_zeros_in_grad) num_zeros = count_zeros_fp32(grads_for_norm, grad_stats_group, device);
+  if (config.log_num_zeros_in_grad) num_zeros = count_zeros_fp32(main_grads.flat, not_counted, grad_stats_group);
   if (config.log_num_zeros_in_grad && config.simulated_extra_zeros > 0) num_zeros.add_(config.simulated_extra_zeros);
 
   // (6) step_with_ready_grads

@@ -19,6 +19,18 @@ namespace loopgate {
 
 // ---- Adam ----
 
+// The fp32 main grads: one flat buffer and each param's view of it (GradBuffer::data() and param_grad(i), in the
+// buffer's layout). Adam keeps its main params and moments laid out as the flat buffer is, so each operation of the
+// update is one kernel over every param, as Apex's multi_tensor_adam is one launch for all of them.
+struct MainGrads {
+  at::Tensor flat;                // fp32 [total]
+  std::vector<at::Tensor> views;  // param i's grad, shaped like it: a view of `flat`
+  // Each view's first element in `flat`.
+  std::vector<int64_t> offsets() const;
+  // A new flat buffer holding copies of `grads`, one after another in their order (tests).
+  static MainGrads pack(const std::vector<at::Tensor>& grads);
+};
+
 // The operator-count site of a masked step's own work (the skip mask, the clip coefficient kept at 1 on a skipped
 // step, the step count's advance): a fixed few per iteration, counted apart from the numerics path, which is then
 // the same operators in every arm (sync_budget's numerics check allows it nothing more than the baseline's).
@@ -39,18 +51,21 @@ class Adam {
  public:
   // Copies every param's value to an fp32 main param (Megatron Float16OptimizerWithFloat16Params keeps these
   // masters; the model params may be bf16). tp_rank / is_first_pp_stage decide which grads count in the norm
-  // (Megatron _filter_grads_for_norm).
-  Adam(const Params& params, const AdamConfig& config = {}, int tp_rank = 0, bool is_first_pp_stage = true);
+  // (Megatron _filter_grads_for_norm). `offsets`: where each param's elements start in the main grads' flat buffer
+  // (GradBuffer's layout); empty: one after another in registration order (MainGrads::pack's).
+  Adam(const Params& params, const AdamConfig& config = {}, int tp_rank = 0, bool is_first_pp_stage = true,
+       std::vector<int64_t> offsets = {});
 
   // One AdamW update of every main param with its main grad (fp32, same order as the params):
   //   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;  m^ = m/(1-b1^t);  v^ = v/(1-b2^t)
   //   p = p - lr * (m^ / (sqrt(v^) + eps) + wd*wd_mult*p)
   // (Apex multi_tensor_adam ADAM_MODE_1, constants in float as the kernel has them). wd is the scheduler's
   // get_wd(); each param's group wd_mult (0 or 1) is applied here, as Megatron's scheduler step does.
-  void step(const std::vector<at::Tensor>& main_grads, double lr, double wd);
+  // main_grads must be laid out as this Adam's offsets say.
+  void step(const MainGrads& main_grads, double lr, double wd);
   // Masked form: where `skip` (bool [1] device) is true, params, exp_avg, exp_avg_sq and the step count keep
   // their old values. `lr_device` (float32 [1], optional) replaces `lr`: an LR the host never reads (zerosync).
-  void step(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor& skip,
+  void step(const MainGrads& main_grads, double lr, double wd, const at::Tensor& skip,
             const at::Tensor* lr_device = nullptr);
 
   // Megatron: _copy_main_params_to_model_params (fp32 main -> model dtype). Kept separate from step().
@@ -58,8 +73,9 @@ class Adam {
 
   size_t size() const { return main_params_.size(); }
   const std::vector<at::Tensor>& main_params() const { return main_params_; }
-  // How a masked step writes `t` where `keep` is false: in place by the select, one kernel per tensor (empty), or
-  // as a loop change under test writes it (handed in from outside the trainer: trainer/loop/mutation.h).
+  // How a masked step writes `t` (the flat main params, exp_avg or exp_avg_sq) where `keep` is false: in place by
+  // the select, one kernel each (empty), or as a loop change under test writes it (handed in from outside the
+  // trainer: trainer/loop/mutation.h).
   using MaskedWrite = std::function<void(at::Tensor& t, const at::Tensor& keep, const at::Tensor& updated)>;
   void set_masked_write(MaskedWrite w) { masked_write_ = std::move(w); }
   const std::vector<at::Tensor>& exp_avg() const { return exp_avg_; }
@@ -70,12 +86,16 @@ class Adam {
   const AdamConfig& config() const { return config_; }
 
  private:
-  void step_impl(const std::vector<at::Tensor>& main_grads, double lr, double wd, const at::Tensor* skip,
+  void step_impl(const MainGrads& main_grads, double lr, double wd, const at::Tensor* skip,
                  const at::Tensor* lr_device);
 
   AdamConfig config_;
   std::vector<std::string> names_;
-  std::vector<at::Tensor> main_params_, exp_avg_, exp_avg_sq_;
+  std::vector<int64_t> offsets_;
+  at::Tensor flat_main_, flat_exp_avg_, flat_exp_avg_sq_;  // fp32 [total]: what each step updates
+  at::Tensor flat_wd_mult_;                                 // fp32 [total]: each element's param's wd_mult
+  at::Tensor new_main_, new_exp_avg_, new_exp_avg_sq_, scratch_;  // fp32 [total]: a step's new values, a temporary
+  std::vector<at::Tensor> main_params_, exp_avg_, exp_avg_sq_;  // per param: views of the flat tensors
   std::vector<double> wd_mult_;
   std::vector<bool> counts_in_norm_;
   at::Tensor step_;
@@ -118,15 +138,15 @@ struct FoundInfReduction {
 // Differences from Megatron, both by design: on a skipped step the norm / zero-count all-reduces still run
 // (their results are replaced by -1), so the collectives issued do not depend on a value the host never read;
 // and every result is a device tensor for the loop's ledger to read.
-// scaler may be null (bf16 without --loss-scale). main_grads[i] belongs to adam.main_params()[i].
-OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, std::vector<at::Tensor>& main_grads,
+// scaler may be null (bf16 without --loss-scale). main_grads.views[i] belongs to adam.main_params()[i].
+OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, MainGrads& main_grads,
                                    Params& model_params, Comm& grad_stats_group, const OptimizerStepConfig& config,
                                    double lr, double wd, const at::Tensor* veto = nullptr,
                                    const at::Tensor* lr_device = nullptr, FoundInfReduction found_inf_reduction = {});
 
 // Megatron: MixedPrecisionOptimizer._unscale_main_grads_and_check_for_nan (minus the host read): float32 [1].
 // found_inf_group null: no reduction (this rank's verdict only).
-at::Tensor unscale_main_grads_and_check_for_nan(std::vector<at::Tensor>& main_grads, const at::Tensor& inv_scale,
+at::Tensor unscale_main_grads_and_check_for_nan(MainGrads& main_grads, const at::Tensor& inv_scale,
                                                 Comm* found_inf_group);
 
 // Megatron: get_loss_scale() — the scaler's scale, or 1.0 without one.

@@ -62,6 +62,14 @@ at::Tensor count_zeros_fp32(const std::vector<at::Tensor>& grads, Comm& group, c
   return total_num_zeros;
 }
 
+at::Tensor count_zeros_fp32(const at::Tensor& flat, const std::vector<at::Tensor>& not_counted, Comm& group) {
+  at::Tensor total_num_zeros = at::count_nonzero(flat).neg().add(flat.numel());
+  for (const at::Tensor& g : not_counted) total_num_zeros = total_num_zeros - at::count_nonzero(g).neg().add(g.numel());
+  total_num_zeros = total_num_zeros.reshape({1});
+  group.all_reduce(total_num_zeros, ReduceOp::kSum);
+  return total_num_zeros;
+}
+
 // ---- model-parallel stats ----
 
 // Megatron: common_utils.py calc_params_l2_norm (dense, non-distributed-optimizer path).

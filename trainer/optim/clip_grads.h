@@ -35,6 +35,9 @@ at::Tensor clip_coeff_fp32(double max_norm, const at::Tensor& total_norm);
 // Same grad set as the norm; Megatron counts after clipping.
 at::Tensor count_zeros_fp32(const std::vector<at::Tensor>& grads, Comm& group,
                             c10::Device device_if_empty = c10::kCPU);
+// The same count over the grads of `flat` except those in `not_counted` (views of it): the flat buffer's zeros
+// less theirs, in int64, so the same integer in a few kernels instead of a few per grad.
+at::Tensor count_zeros_fp32(const at::Tensor& flat, const std::vector<at::Tensor>& not_counted, Comm& group);
 
 // ---- model-parallel stats (common_utils.py) ----
 

@@ -47,7 +47,7 @@ struct GradBuffer::State {
   void fold_into_buffer(int i) {
     at::Tensor& g = params[i].mutable_grad();
     if (!g.defined() || g.is_same(grad_views[i])) return;
-    grad_views[i].add_(g.to(at::kFloat));
+    grad_views[i].add_(g);  // Megatron's main_grad.add_(grad): fp32 += bf16 in one kernel (the cast is exact)
     if (params[i].scalar_type() == at::kFloat) {
       g = grad_views[i];
     } else {
