@@ -154,7 +154,9 @@ const ScenarioResult& lagged_run(const std::string& arm) { return run_scenario("
 // ---- the 1024-event bound: a log window long enough to exceed it (the tiny LR model: iterations are cheap) ----
 
 RunConfig bound_config() {
-  RunConfig c = lr_case_config(gate_fixture(), find_lr_case("cosine-skipped-steps"), /*iters=*/520);
+  // One microbatch: a level-1 timer's events per iteration do not depend on the split.
+  RunConfig c = lr_case_config(gate_fixture(), find_lr_case("cosine-skipped-steps"), /*iters=*/520,
+                               /*microbatches=*/1);
   c.faults = nullptr;    // a clean run
   c.log_interval = 520;  // 520 iterations of one level-1 timer = 1040 events before the first log point
   return c;
