@@ -90,6 +90,23 @@ TEST(ModelGradBuffer, NonFloatParamsFoldIntoFp32Buffer) {
   EXPECT_FALSE(ps[2].value.grad().defined());
 }
 
+// bf16 params (the GPU tier's): each microbatch's bf16 grad is added to the fp32 buffer in float (the cast is exact),
+// as Megatron's main_grad.add_(grad) does: the sum of the float values of the two bf16 grads, not a bf16 sum.
+TEST(ModelGradBuffer, Bf16GradsAccumulateInFloat) {
+  Params ps = three_params();
+  for (Param& p : ps) p.value = at::zeros(p.value.sizes(), at::kBFloat16).set_requires_grad(true);
+  GradBuffer buf(ps, self_comm(), {100});
+  buf.zero();
+  const double c1 = 1.0 + 1.0 / 128, c2 = 1.0 / 256;  // bf16 holds both; their bf16 sum would round c2 away
+  backward_with(ps, c1);
+  backward_with(ps, c2);
+  buf.finish_grad_sync();
+  const float want = static_cast<float>(c1) + static_cast<float>(c2);
+  EXPECT_EQ(buf.param_grad(1)[2].item<float>(), want);
+  EXPECT_NE(want, at::tensor({static_cast<float>(c1)}).to(at::kBFloat16).add(c2).item<float>());
+  EXPECT_FALSE(ps[1].value.grad().defined());
+}
+
 // The default bucket size must give every rank of every fixture layout >= 4 buckets on the default model.
 TEST(ModelGradBuffer, DefaultSizeGivesAtLeastFourBucketsPerRank) {
   struct Case { const char* name; int world; LayoutConfig lc; };
