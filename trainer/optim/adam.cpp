@@ -178,7 +178,7 @@ void Adam::step_impl(const MainGrads& main_grads, double lr, double wd, const at
   at::sub_out(p_new, p, p_new);  // p_new = p - lr*update
 
   if (skip) {  // masked skip: Megatron's `if found_inf_flag: return False, None, None`
-    // Written in place by the select itself: one kernel per tensor, as the unmasked copy.
+    // Written in place by the select itself: one kernel per flat tensor, as the unmasked copy.
     if (!masked_write_) {
       at::where_out(p, keep, p, p_new);
       at::where_out(m, keep, m, m_new);
