@@ -86,7 +86,9 @@ Adam::Adam(const Params& params, const AdamConfig& config, int tp_rank, bool is_
   scratch_ = at::empty({total}, fp32);
   for (size_t i = 0; i < params.size(); ++i) {
     const Param& p = params[i];
-    auto view_of = [&](const at::Tensor& flat) { return flat.narrow(0, offsets_[i], p.value.numel()).view(p.value.sizes()); };
+    auto view_of = [&](const at::Tensor& flat) {
+      return flat.narrow(0, offsets_[i], p.value.numel()).view(p.value.sizes());
+    };
     names_.push_back(p.name);
     main_params_.push_back(view_of(flat_main_));
     main_params_.back().copy_(p.value.detach());  // an fp32 copy: never aliases the model param
