@@ -28,6 +28,20 @@ Param make_param(const std::string& name, at::Tensor value, bool tp_sharded = tr
 
 at::Tensor vec(std::vector<float> v) { return at::tensor(v, at::kFloat); }
 
+// A new flat grad buffer holding copies of `grads`, one after another: Adam's default layout.
+MainGrads pack(const std::vector<at::Tensor>& grads) {
+  int64_t total = 0;
+  for (const at::Tensor& g : grads) total += g.numel();
+  MainGrads out{at::zeros({total}, at::kFloat), {}};
+  int64_t at_element = 0;
+  for (const at::Tensor& g : grads) {
+    out.views.push_back(out.flat.narrow(0, at_element, g.numel()).view(g.sizes()));
+    out.views.back().copy_(g);
+    at_element += g.numel();
+  }
+  return out;
+}
+
 // One element of Apex's ADAM_MODE_1 update, written out in float (t = step after increment).
 struct HandAdam {
   float p, m = 0.0f, v = 0.0f;
@@ -65,7 +79,7 @@ TEST(OptimAdam, TwoStepsMatchHandRolledAdamW) {
   const std::vector<std::vector<float>> grads_w = {{0.1f, -0.2f}, {-0.4f, 0.05f}};
   const std::vector<float> grads_b = {0.3f, 0.1f};
   for (int t = 1; t <= 2; ++t) {
-    adam.step(MainGrads::pack({vec(grads_w[t - 1]).reshape({1, 2}), vec({grads_b[t - 1]})}), lr, wd);
+    adam.step(pack({vec(grads_w[t - 1]).reshape({1, 2}), vec({grads_b[t - 1]})}), lr, wd);
     w0.step(grads_w[t - 1][0], t, 0.01f, 0.1f);
     w1.step(grads_w[t - 1][1], t, 0.01f, 0.1f);
     b.step(grads_b[t - 1], t, 0.01f, 0.0f);  // bias: wd_mult 0
@@ -79,7 +93,7 @@ TEST(OptimAdam, TwoStepsMatchHandRolledAdamW) {
   // Step 1 by hand: bias correction makes m^ = g and v^ = g^2, so the update is sign(g) (+ decay * p):
   // w0 = 1 - 0.01 * (1 + 0.1 * 1) = 0.989; b = 0.5 - 0.01 * 1 = 0.49.
   Adam fresh(params);
-  fresh.step(MainGrads::pack({vec({0.1f, -0.2f}).reshape({1, 2}), vec({0.3f})}), lr, wd);
+  fresh.step(pack({vec({0.1f, -0.2f}).reshape({1, 2}), vec({0.3f})}), lr, wd);
   EXPECT_NEAR(fresh.main_params()[0][0][0].item<float>(), 0.989f, 1e-6);
   EXPECT_NEAR(fresh.main_params()[0][0][1].item<float>(), -2.0f - 0.01f * (-1.0f + 0.1f * -2.0f), 1e-6);  // -1.988
   EXPECT_NEAR(fresh.main_params()[1][0].item<float>(), 0.49f, 1e-6);
@@ -90,7 +104,7 @@ TEST(OptimAdam, TwoStepsMatchHandRolledAdamW) {
 TEST(OptimAdam, MaskedSkipKeepsEverything) {
   const Params params = {make_param("fc.weight", vec({1.0f, 2.0f}).reshape({2, 1}))};
   Adam masked(params), plain(params);
-  const MainGrads g = MainGrads::pack({vec({0.5f, -0.5f}).reshape({2, 1})});
+  const MainGrads g = pack({vec({0.5f, -0.5f}).reshape({2, 1})});
   masked.step(g, 0.1, 0.01, at::ones({1}, at::kBool));  // skipped
   EXPECT_EQ(masked.step_count().item<int64_t>(), 0);
   EXPECT_TRUE(at::equal(masked.main_params()[0], params[0].value));
@@ -107,7 +121,7 @@ TEST(OptimAdam, CopyMainToModelCastsToModelDtype) {
   Params params = {make_param("fc.weight", vec({1.0f, 3.0f}).reshape({1, 2}).to(at::kBFloat16))};
   Adam adam(params);
   EXPECT_EQ(adam.main_params()[0].scalar_type(), at::kFloat);
-  adam.step(MainGrads::pack({vec({0.25f, -1.0f}).reshape({1, 2})}), 0.125, 0.0);
+  adam.step(pack({vec({0.25f, -1.0f}).reshape({1, 2})}), 0.125, 0.0);
   adam.copy_main_to_model(params);
   EXPECT_EQ(params[0].value.scalar_type(), at::kBFloat16);
   EXPECT_TRUE(at::equal(params[0].value, adam.main_params()[0].to(at::kBFloat16)));
@@ -167,7 +181,7 @@ TEST(OptimAdam, FlatStepHasTheBitsOfOneParamAtATime) {
 TEST(OptimAdam, GradsLaidOutOtherwiseAreRefused) {
   const Params params = {make_param("a.weight", at::ones({2, 2})), make_param("a.bias", at::ones({2}))};
   Adam adam(params, {}, 0, true, {2, 0});  // the bias first, as GradBuffer lays them out
-  EXPECT_THROW(adam.step(MainGrads::pack({at::ones({2, 2}), at::ones({2})}), 0.1, 0.0), std::exception);
+  EXPECT_THROW(adam.step(pack({at::ones({2, 2}), at::ones({2})}), 0.1, 0.0), std::exception);
 }
 
 // ---- optimizer_step ----
@@ -178,7 +192,7 @@ TEST(OptimStep, NoScalerNormClipZerosThenAdam) {
   Params params = {make_param("fc.weight", vec({1.0f, 2.0f}).reshape({1, 2})),
                    make_param("ln.weight", vec({0.5f}), /*tp_sharded=*/false)};
   Adam adam(params), reference(params);
-  MainGrads grads = MainGrads::pack({vec({3.0f, 4.0f}).reshape({1, 2}), vec({0.0f})});
+  MainGrads grads = pack({vec({3.0f, 4.0f}).reshape({1, 2}), vec({0.0f})});
   OptimizerStepConfig config;
   config.log_num_zeros_in_grad = true;
   const OptimizerStepResult r = optimizer_step(adam, nullptr, grads, params, *self, config, 0.01, 0.1);
@@ -188,13 +202,13 @@ TEST(OptimStep, NoScalerNormClipZerosThenAdam) {
   EXPECT_EQ(r.found_inf.item<float>(), 0.0f);
   const float c = 1.0f / (5.0f + 1e-6f);
   EXPECT_EQ(grads.views[0][0][1].item<float>(), 4.0f * c) << "grads are clipped in place";
-  reference.step(MainGrads::pack({vec({3.0f * c, 4.0f * c}).reshape({1, 2}), vec({0.0f})}), 0.01, 0.1);
+  reference.step(pack({vec({3.0f * c, 4.0f * c}).reshape({1, 2}), vec({0.0f})}), 0.01, 0.1);
   EXPECT_TRUE(at::equal(adam.main_params()[0], reference.main_params()[0]));
   EXPECT_TRUE(at::equal(adam.main_params()[1], reference.main_params()[1]));
   EXPECT_TRUE(at::equal(params[0].value, adam.main_params()[0])) << "main copied to model";
   EXPECT_EQ(adam.step_count().item<int64_t>(), 1);
   // Default: no zero count (Megatron returns None -> -1).
-  MainGrads grads2 = MainGrads::pack({vec({0.0f, 0.0f}).reshape({1, 2}), vec({0.0f})});
+  MainGrads grads2 = pack({vec({0.0f, 0.0f}).reshape({1, 2}), vec({0.0f})});
   EXPECT_EQ(optimizer_step(adam, nullptr, grads2, params, *self, {}, 0.01, 0.1).num_zeros.item<int64_t>(), -1);
 }
 
@@ -204,7 +218,7 @@ TEST(OptimStep, TpDuplicateLeftOutOfNorm) {
   Params params = {make_param("fc.weight", vec({0.0f, 0.0f}).reshape({1, 2})),
                    make_param("ln.weight", vec({0.0f}), /*tp_sharded=*/false)};
   Adam adam(params, {}, /*tp_rank=*/1);
-  MainGrads grads = MainGrads::pack({vec({3.0f, 4.0f}).reshape({1, 2}), vec({12.0f})});
+  MainGrads grads = pack({vec({3.0f, 4.0f}).reshape({1, 2}), vec({12.0f})});
   OptimizerStepConfig config;
   config.clip_grad = 100.0;
   const OptimizerStepResult r = optimizer_step(adam, nullptr, grads, params, *self, config, 0.01, 0.0);
@@ -225,7 +239,7 @@ TEST(OptimStep, DynamicScalerSkipsOnInfThenSteps) {
   OptimizerStepConfig config;
   config.log_num_zeros_in_grad = true;
 
-  MainGrads bad = MainGrads::pack({vec({std::numeric_limits<float>::infinity(), 1.0f}).reshape({1, 2})});
+  MainGrads bad = pack({vec({std::numeric_limits<float>::infinity(), 1.0f}).reshape({1, 2})});
   const OptimizerStepResult skipped = optimizer_step(adam, &scaler, bad, params, *self, config, 0.01, 0.1);
   EXPECT_FALSE(skipped.update_successful.item<bool>());
   EXPECT_EQ(skipped.found_inf.item<float>(), 1.0f);
@@ -239,7 +253,7 @@ TEST(OptimStep, DynamicScalerSkipsOnInfThenSteps) {
   EXPECT_EQ(bad.views[0][0][1].item<float>(), 1.0f / 8.0f) << "unscaled but not clipped, as in Megatron";
 
   // Clean step at scale 4: grads 4 * [0.3, 0.4] -> unscaled [0.3, 0.4], norm 0.5 < clip 1 (coefficient 1).
-  MainGrads good = MainGrads::pack({vec({1.2f, 1.6f}).reshape({1, 2})});
+  MainGrads good = pack({vec({1.2f, 1.6f}).reshape({1, 2})});
   const OptimizerStepResult ok = optimizer_step(adam, &scaler, good, params, *self, config, 0.01, 0.1);
   EXPECT_TRUE(ok.update_successful.item<bool>());
   const at::Tensor unscaled = vec({1.2f, 1.6f}).reshape({1, 2}) * 0.25f;
@@ -247,7 +261,7 @@ TEST(OptimStep, DynamicScalerSkipsOnInfThenSteps) {
   EXPECT_NEAR(ok.grad_norm.item<float>(), 0.5f, 1e-7);
   EXPECT_EQ(ok.num_zeros.item<int64_t>(), 0);
   EXPECT_EQ(adam.step_count().item<int64_t>(), 1);
-  reference.step(MainGrads::pack({unscaled}), 0.01, 0.1);
+  reference.step(pack({unscaled}), 0.01, 0.1);
   EXPECT_TRUE(at::equal(adam.main_params()[0], reference.main_params()[0]));
   EXPECT_EQ(scaler.growth_tracker().item<int64_t>(), 1);
 }
@@ -257,11 +271,11 @@ TEST(OptimStep, ConstantScalerUnscalesAndSkipsOnNan) {
   Params params = {make_param("fc.weight", vec({1.0f}).reshape({1, 1}))};
   Adam adam(params);
   ConstantGradScaler scaler(4.0, at::kCPU);
-  MainGrads nan = MainGrads::pack({vec({std::numeric_limits<float>::quiet_NaN()}).reshape({1, 1})});
+  MainGrads nan = pack({vec({std::numeric_limits<float>::quiet_NaN()}).reshape({1, 1})});
   EXPECT_FALSE(optimizer_step(adam, &scaler, nan, params, *self, {}, 0.01, 0.0).update_successful.item<bool>());
   EXPECT_EQ(adam.step_count().item<int64_t>(), 0) << "Megatron skips with any grad scaler, constant too";
   EXPECT_EQ(scaler.scale().item<float>(), 4.0f);
-  MainGrads g = MainGrads::pack({vec({2.0f}).reshape({1, 1})});
+  MainGrads g = pack({vec({2.0f}).reshape({1, 1})});
   const OptimizerStepResult r = optimizer_step(adam, &scaler, g, params, *self, {}, 0.01, 0.0);
   EXPECT_TRUE(r.update_successful.item<bool>());
   EXPECT_EQ(r.grad_norm.item<float>(), 0.5f);  // 2 / 4

@@ -9,8 +9,8 @@
 #include <array>
 #include <atomic>
 #include <cstring>
-#include <string>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "trainer/common/error.h"

@@ -43,21 +43,6 @@ std::vector<int64_t> MainGrads::offsets() const {
   return out;
 }
 
-MainGrads MainGrads::pack(const std::vector<at::Tensor>& grads) {
-  int64_t total = 0;
-  for (const at::Tensor& g : grads) total += g.numel();
-  MainGrads out;
-  out.flat = at::zeros({total}, at::TensorOptions().dtype(at::kFloat).device(
-                                    grads.empty() ? c10::Device(c10::kCPU) : grads.front().device()));
-  int64_t at_element = 0;
-  for (const at::Tensor& g : grads) {
-    out.views.push_back(out.flat.narrow(0, at_element, g.numel()).view(g.sizes()));
-    out.views.back().copy_(g);
-    at_element += g.numel();
-  }
-  return out;
-}
-
 Adam::Adam(const Params& params, const AdamConfig& config, int tp_rank, bool is_first_pp_stage,
            std::vector<int64_t> offsets)
     : config_(config), offsets_(std::move(offsets)) {

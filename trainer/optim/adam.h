@@ -27,8 +27,6 @@ struct MainGrads {
   std::vector<at::Tensor> views;  // param i's grad, shaped like it: a view of `flat`
   // Each view's first element in `flat`.
   std::vector<int64_t> offsets() const;
-  // A new flat buffer holding copies of `grads`, one after another in their order (tests).
-  static MainGrads pack(const std::vector<at::Tensor>& grads);
 };
 
 // The operator-count site of a masked step's own work (the skip mask, the clip coefficient kept at 1 on a skipped
@@ -52,7 +50,7 @@ class Adam {
   // Copies every param's value to an fp32 main param (Megatron Float16OptimizerWithFloat16Params keeps these
   // masters; the model params may be bf16). tp_rank / is_first_pp_stage decide which grads count in the norm
   // (Megatron _filter_grads_for_norm). `offsets`: where each param's elements start in the main grads' flat buffer
-  // (GradBuffer's layout); empty: one after another in registration order (MainGrads::pack's).
+  // (GradBuffer's layout); empty: one after another in registration order.
   Adam(const Params& params, const AdamConfig& config = {}, int tp_rank = 0, bool is_first_pp_stage = true,
        std::vector<int64_t> offsets = {});
 
