@@ -26,14 +26,14 @@ double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 // when the work overlapped or touched what ran before). `waited`: the host launched that work only at or after
 // `begin`, so the device waited for the launch; false when the work was already issued (or its launch time is
 // unknown). The timeline opens with an unbounded gap before the first work and closes with one after the last.
-struct Boundary {
+struct IdleGap {
   int64_t begin, end;
   bool waited;
 };
 
 struct Timeline {
   std::vector<Span> busy;            // the union of the intervals: sorted, disjoint (touching intervals merge)
-  std::vector<Boundary> boundaries;  // in time order
+  std::vector<IdleGap> boundaries;  // in time order
 };
 
 Timeline timeline_of(std::vector<DeviceInterval> work) {
@@ -69,13 +69,13 @@ struct Starved {
 // the queue is empty, so every later gap whose work the device waited for is sync-starved too, until the first
 // boundary where the work was already issued (the host leads again) or a gap the device did not wait for (its
 // work was issued, yet it started late: latency or a dependency, not the host).
-Starved starved_spans(const std::vector<Boundary>& boundaries, std::vector<HostSyncCall> syncs) {
+Starved starved_spans(const std::vector<IdleGap>& boundaries, std::vector<HostSyncCall> syncs) {
   std::sort(syncs.begin(), syncs.end(),
             [](const HostSyncCall& a, const HostSyncCall& b) { return a.exit_ns < b.exit_ns; });
   Starved starved;
   bool draining = false;
   auto next = syncs.begin();
-  for (const Boundary& b : boundaries) {
+  for (const IdleGap& b : boundaries) {
     while (next != syncs.end() && next->exit_ns < b.begin) ++next;  // exited while the device was busy
     int64_t from = kPlusInf;
     for (; next != syncs.end() && next->exit_ns < b.end; ++next)
