@@ -12,6 +12,7 @@ set(LOOPGATE_MPI_ENV
   "OMPI_MCA_rmaps_base_oversubscribe=1"
   "OMPI_MCA_mpi_yield_when_idle=1"
   "OMPI_MCA_btl_vader_single_copy_mechanism=none"
+  "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"
   "OMP_NUM_THREADS=1"
   "ATEN_CPU_CAPABILITY=avx2"
   "OPENBLAS_CORETYPE=Haswell"
