@@ -5,4 +5,4 @@
 source ci/device-steps.sh call1.tgz
 step build env RESULTS=$L/build bash ci/gpu-build.sh
 step gpu_sh timeout 400 env RESULTS=$L/gpu NO_BUILD=1 bash ci/gpu.sh
-step selftest_cuda timeout 480 bash -c 'source ci/gpu-env.sh && build/gpu/tools/loopgate selftest --section defects --device cuda --json $0/selftest_cuda.json' "$L"
+step selftest_cuda timeout 270 bash -c 'source ci/gpu-env.sh && build/gpu/tools/loopgate selftest --section defects --device cuda --json $0/selftest_cuda.json' "$L"
