@@ -12,13 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "suites/unit/wrong.h"
 #include "tools/loopgate/ab.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
 namespace {
-
-double wrong() { return std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1.0 : 0.0; }
 
 // A Megatron log whose iteration i (1-based) took ms[i-1] by the elapsed field; stamped: each line also carries the
 // wall clock, 0.5 s apart (so timestamps give 500 ms a window, not the field's values).

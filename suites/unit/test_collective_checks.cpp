@@ -7,16 +7,12 @@
 #include <cstdlib>
 
 #include "fixtures/collective_checks.h"
+#include "suites/unit/wrong.h"
 #include "trainer/common/error.h"
 #include "trainer/loop/trace.h"
 
 namespace loopgate {
 namespace {
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 CollectiveCall call(const std::string& line) { return parse_collective_call(line); }
 

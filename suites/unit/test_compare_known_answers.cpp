@@ -19,6 +19,7 @@
 #include <set>
 
 #include "fixtures/golden_files.h"
+#include "suites/unit/wrong.h"
 #include "tools/loopgate/compare_rows.h"
 
 namespace loopgate {
@@ -28,8 +29,6 @@ void PrintTo(CompareResult r, std::ostream* os) { *os << compare_result_name(r);
 namespace {
 
 namespace fs = std::filesystem;
-
-bool wrong() { return std::getenv("LOOPGATE_WRONG_EXPECTATIONS") != nullptr; }
 
 constexpr int kIters = 8;
 constexpr int64_t kEarly = 2;

@@ -14,17 +14,13 @@
 
 #include "fixtures/defects/mutations.h"
 #include "fixtures/localize.h"
+#include "suites/unit/wrong.h"
 #include "trainer/common/error.h"
 #include "trainer/measure/digest_hash.h"
 #include "trainer/measure/digests.h"
 
 namespace loopgate {
 namespace {
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 uint64_t digest_of(const std::vector<at::Tensor>& batch, size_t which) {
   DigestLog log;
@@ -149,7 +145,7 @@ TEST(PlantedModuleScale, ChangesBf16AndFloat32) {
 }
 
 // Two ranks, iteration 1: a module (input, output) then a collective over both ranks (input, output).
-Trace two_ranks(const std::string& arm) {
+Trace two_rank_digests(const std::string& arm) {
   Trace t;
   t.arm = arm;
   for (int rank = 0; rank < 2; ++rank) {
@@ -169,8 +165,8 @@ Trace two_ranks(const std::string& arm) {
 }
 
 TEST(FirstDivergence, AModuleWhoseInputsMatch) {
-  const Trace a = two_ranks("baseline");
-  Trace b = two_ranks("cand");
+  const Trace a = two_rank_digests("baseline");
+  Trace b = two_rank_digests("cand");
   b.records[1].digests[1].digest = 9;  // rank 1's fc1 output, so its all-reduce input
   b.records[1].digests[2].digest = 9;
   b.records[0].digests[3].digest = 9;  // and the all-reduce's output on both ranks: not a root (rank 1's input)
@@ -182,8 +178,8 @@ TEST(FirstDivergence, AModuleWhoseInputsMatch) {
 }
 
 TEST(FirstDivergence, ACollectiveWhoseInputsMatchOnEveryRank) {
-  const Trace a = two_ranks("baseline");
-  Trace b = two_ranks("cand");
+  const Trace a = two_rank_digests("baseline");
+  Trace b = two_rank_digests("cand");
   for (IterationRecord& r : b.records) r.digests[3].digest = 9;
   b.records[0].digests[4].digest = 7;  // a timers gather: host times, never compared
   const auto d = first_divergence(a, b);
@@ -195,8 +191,8 @@ TEST(FirstDivergence, ACollectiveWhoseInputsMatchOnEveryRank) {
 }
 
 TEST(FirstDivergence, NoneWhenOnlyUncomparedRecordsDiffer) {
-  const Trace a = two_ranks("baseline");
-  Trace b = two_ranks("cand");
+  const Trace a = two_rank_digests("baseline");
+  Trace b = two_rank_digests("cand");
   b.records[0].digests[wrong() ? 1 : 4].digest = 7;
   b.records[1].digests.push_back(parse_digest_record("-1 log only_here output 0x0000000000000009", 1));
   EXPECT_FALSE(first_divergence(a, b).has_value());
@@ -208,10 +204,10 @@ TEST(FirstDivergence, NoneWhenOnlyUncomparedRecordsDiffer) {
 }
 
 TEST(FirstDivergence, ATraceWithoutDigestsIsRefused) {
-  Trace a = two_ranks("baseline");
+  Trace a = two_rank_digests("baseline");
   if (!wrong())
     for (IterationRecord& r : a.records) r.digests.clear();
-  EXPECT_THROW(first_divergence(a, two_ranks("cand")), InputError);
+  EXPECT_THROW(first_divergence(a, two_rank_digests("cand")), InputError);
 }
 
 }  // namespace

@@ -7,16 +7,12 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "trainer/common/error.h"
 #include "fixtures/faults/fault.h"
+#include "suites/unit/wrong.h"
+#include "trainer/common/error.h"
 
 namespace loopgate {
 namespace {
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 TEST(FaultSpec, ParsesALossFault) {
   const FaultSpec s = parse_fault_spec("iter=3,mb=0,rank=1,site=loss,kind=nan");

@@ -6,15 +6,11 @@
 
 #include <cstdlib>
 
+#include "suites/unit/wrong.h"
 #include "tools/loopgate/launch_plan.h"
 
 namespace loopgate {
 namespace {
-
-size_t wrong() {
-  static const size_t w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 GateOptions options(const std::string& device, std::vector<std::string> checks = {}, std::string filter = "") {
   GateOptions o;

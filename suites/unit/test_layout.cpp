@@ -8,14 +8,14 @@
 namespace loopgate {
 namespace {
 
-struct Case {
+struct LayoutCase {
   int tp, pp, dp;
 };
 
-class LayoutFormulas : public ::testing::TestWithParam<Case> {};
+class LayoutFormulas : public ::testing::TestWithParam<LayoutCase> {};
 
 TEST_P(LayoutFormulas, CoordinatesAndGroupsMatchMegatron) {
-  const Case c = GetParam();
+  const LayoutCase c = GetParam();
   const int world = c.tp * c.pp * c.dp;
   Layout l = Layout::build(world, {c.tp, c.pp, false});
   ASSERT_EQ(l.dp(), c.dp);
@@ -46,7 +46,8 @@ TEST_P(LayoutFormulas, CoordinatesAndGroupsMatchMegatron) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Megatron, LayoutFormulas,
-                         ::testing::Values(Case{2, 1, 1}, Case{1, 2, 1}, Case{1, 1, 64}, Case{2, 2, 2}, Case{4, 2, 1}),
+                         ::testing::Values(LayoutCase{2, 1, 1}, LayoutCase{1, 2, 1}, LayoutCase{1, 1, 64},
+                                           LayoutCase{2, 2, 2}, LayoutCase{4, 2, 1}),
                          [](const auto& info) {
                            return "tp" + std::to_string(info.param.tp) + "pp" + std::to_string(info.param.pp) + "dp" +
                                   std::to_string(info.param.dp);

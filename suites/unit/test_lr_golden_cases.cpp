@@ -17,16 +17,12 @@
 #include <vector>
 
 #include "fixtures/golden.h"
+#include "suites/unit/wrong.h"
 #include "trainer/loop/trace.h"
 #include "trainer/optim/scheduler.h"
 
 namespace loopgate {
 namespace {
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 // The cases added to tell formulas apart by their last bit; every other case of lr_cases() is an original one.
 const std::vector<std::string> kRoundingCases = {"cosine-warmup7-init", "linear-warmup5-init",

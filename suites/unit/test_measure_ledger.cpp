@@ -10,18 +10,14 @@
 #include <unistd.h>
 #include <set>
 
-#include "trainer/common/error.h"
 #include "fixtures/loop_checks.h"
 #include "fixtures/source_scan.h"
+#include "suites/unit/wrong.h"
+#include "trainer/common/error.h"
 #include "trainer/measure/ledger.h"
 
 namespace loopgate {
 namespace {
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 TEST(Ledger, SiteNamesAreStableAndParseBack) {
   std::set<std::string> names;

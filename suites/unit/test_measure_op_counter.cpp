@@ -11,17 +11,13 @@
 #include <functional>
 #include <string>
 
+#include "suites/unit/wrong.h"
 #include "trainer/common/error.h"
 #include "trainer/measure/ledger.h"
 #include "trainer/measure/op_counter.h"
 
 namespace loopgate {
 namespace {
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 // The syncs `body` makes at site "probe" of iteration 7.
 int64_t syncs_of(const std::function<void()>& body) {

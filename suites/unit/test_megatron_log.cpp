@@ -12,16 +12,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "suites/unit/wrong.h"
 #include "tools/analysis/megatron_log.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
 namespace {
 
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 double shifted(double x) { return wrong() ? x + 1 : x; }
 std::string shifted(const std::string& s) { return wrong() ? s + "!" : s; }
 

@@ -16,12 +16,12 @@
 namespace loopgate {
 namespace {
 
-at::Tensor vec(std::vector<float> v) { return at::tensor(v, at::kFloat); }
+at::Tensor floats(std::vector<float> v) { return at::tensor(v, at::kFloat); }
 
 TEST(OptimClipGrads, GradNormIsL2OverAllGrads) {
   CommPtr self = make_mpi_comm(MPI_COMM_SELF);
   // sqrt(3^2 + 4^2 + 12^2) = sqrt(169) = 13
-  const std::vector<at::Tensor> grads = {vec({3, 0}), vec({4}), at::full({1, 1}, 12.0, at::kFloat)};
+  const std::vector<at::Tensor> grads = {floats({3, 0}), floats({4}), at::full({1, 1}, 12.0, at::kFloat)};
   const at::Tensor norm = get_grad_norm_fp32(grads, *self);
   EXPECT_EQ(norm.scalar_type(), at::kFloat);
   EXPECT_EQ(norm.numel(), 1);
@@ -42,14 +42,14 @@ TEST(OptimClipGrads, ClipCoefficientIsMegatronsForm) {
 }
 
 TEST(OptimClipGrads, ClipScalesOnlyAboveMaxNorm) {
-  std::vector<at::Tensor> grads = {vec({3}), vec({4})};
+  std::vector<at::Tensor> grads = {floats({3}), floats({4})};
   const at::Tensor norm = at::full({1}, 5.0, at::kFloat);
   clip_grad_by_total_norm_fp32(grads, 1.0, norm);
   const float c = 1.0f / (5.0f + 1e-6f);
   EXPECT_EQ(grads[0].item<float>(), 3.0f * c);
   EXPECT_EQ(grads[1].item<float>(), 4.0f * c);
 
-  std::vector<at::Tensor> small = {vec({3}), vec({4})};
+  std::vector<at::Tensor> small = {floats({3}), floats({4})};
   clip_grad_by_total_norm_fp32(small, 100.0, norm);  // coefficient 20 clamps to 1: grads untouched
   EXPECT_EQ(small[0].item<float>(), 3.0f);
   EXPECT_EQ(small[1].item<float>(), 4.0f);
@@ -57,14 +57,14 @@ TEST(OptimClipGrads, ClipScalesOnlyAboveMaxNorm) {
 
 // HEAD's tensor branch multiplies by clamp_max(NaN, 1) = NaN: a NaN norm poisons the grads (host branch would not).
 TEST(OptimClipGrads, NanNormMakesGradsNan) {
-  std::vector<at::Tensor> grads = {vec({3, 4})};
+  std::vector<at::Tensor> grads = {floats({3, 4})};
   clip_grad_by_total_norm_fp32(grads, 1.0, at::full({1}, std::numeric_limits<float>::quiet_NaN(), at::kFloat));
   EXPECT_TRUE(std::isnan(grads[0][0].item<float>()));
 }
 
 TEST(OptimClipGrads, CountZeros) {
   CommPtr self = make_mpi_comm(MPI_COMM_SELF);
-  const std::vector<at::Tensor> grads = {vec({0, 1, 0, 2}), at::tensor({0.f, 0.f, 3.f, 0.f}).reshape({2, 2})};
+  const std::vector<at::Tensor> grads = {floats({0, 1, 0, 2}), at::tensor({0.f, 0.f, 3.f, 0.f}).reshape({2, 2})};
   const at::Tensor zeros = count_zeros_fp32(grads, *self);
   EXPECT_EQ(zeros.scalar_type(), at::kLong);
   EXPECT_EQ(zeros.numel(), 1);
@@ -75,7 +75,7 @@ TEST(OptimClipGrads, CountZeros) {
 // Over a flat buffer less the grads that do not count: the per-grad count's integer.
 TEST(OptimClipGrads, CountZerosOverAFlatBufferLessTheOnesLeftOut) {
   CommPtr self = make_mpi_comm(MPI_COMM_SELF);
-  const at::Tensor flat = vec({0, 1, 0, 2, 0, 0, 3, 0, 0});
+  const at::Tensor flat = floats({0, 1, 0, 2, 0, 0, 3, 0, 0});
   const at::Tensor a = flat.narrow(0, 0, 4), b = flat.narrow(0, 4, 4).view({2, 2}), c = flat.narrow(0, 8, 1);
   const at::Tensor zeros = count_zeros_fp32(flat, {c}, *self);
   EXPECT_EQ(zeros.scalar_type(), at::kLong);
@@ -85,7 +85,7 @@ TEST(OptimClipGrads, CountZerosOverAFlatBufferLessTheOnesLeftOut) {
   EXPECT_EQ(count_zeros_fp32(flat, {}, *self).item<int64_t>(), 6);
 }
 
-Param make_param(const std::string& name, at::Tensor value, bool tp_sharded, bool tied = false) {
+Param clip_param(const std::string& name, at::Tensor value, bool tp_sharded, bool tied = false) {
   Param p;
   p.name = name;
   p.value = value;
@@ -97,9 +97,9 @@ Param make_param(const std::string& name, at::Tensor value, bool tp_sharded, boo
 TEST(OptimClipGrads, ParamsNormSkipsTpDuplicatesAndSharedCopy) {
   CommPtr self = make_mpi_comm(MPI_COMM_SELF);
   const Params params = {
-      make_param("fc1.weight", vec({3, 4}), /*tp_sharded=*/true),            // 25
-      make_param("ln.weight", vec({1, 2, 2}), /*tp_sharded=*/false),         // 9, counted on TP rank 0 only
-      make_param("embedding.weight", vec({12}), /*tp_sharded=*/true, true),  // 144, not on a non-first stage
+      clip_param("fc1.weight", floats({3, 4}), /*tp_sharded=*/true),            // 25
+      clip_param("ln.weight", floats({1, 2, 2}), /*tp_sharded=*/false),         // 9, counted on TP rank 0 only
+      clip_param("embedding.weight", floats({12}), /*tp_sharded=*/true, true),  // 144, not on a non-first stage
   };
   const at::Tensor n0 = calc_params_l2_norm(params, *self, /*tp_rank=*/0);
   EXPECT_EQ(n0.scalar_type(), at::kDouble) << "Megatron takes the root of a Python float";
@@ -111,7 +111,7 @@ TEST(OptimClipGrads, ParamsNormSkipsTpDuplicatesAndSharedCopy) {
               1e-6);
   EXPECT_EQ(calc_params_l2_norm(params, *self, 1, false).item<double>(), 5.0);
   // Measuring given values (fp32 main params) instead of the model values.
-  const std::vector<at::Tensor> mains = {vec({6, 8}), vec({0, 0, 0}), vec({0})};
+  const std::vector<at::Tensor> mains = {floats({6, 8}), floats({0, 0, 0}), floats({0})};
   EXPECT_EQ(calc_params_l2_norm(params, mains, *self, 0).item<double>(), 10.0);
 }
 

@@ -13,10 +13,11 @@
 #include <set>
 #include <sstream>
 
-#include "fixtures/golden.h"
-#include "trainer/common/error.h"
-#include "trainer/capture/capture.h"
 #include "fixtures/faults/fault_spec.h"
+#include "fixtures/golden.h"
+#include "suites/unit/wrong.h"
+#include "trainer/capture/capture.h"
+#include "trainer/common/error.h"
 #include "trainer/loop/trace.h"
 
 namespace loopgate {
@@ -24,11 +25,6 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 fs::path corpus_dir() { return fs::path(__FILE__).parent_path().parent_path() / "fuzz" / "corpus"; }
 

@@ -8,15 +8,11 @@
 #include <cstdlib>
 
 #include "fixtures/loop_checks.h"
+#include "suites/unit/wrong.h"
 #include "trainer/pipeline/schedules.h"
 
 namespace loopgate {
 namespace {
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 void expect_order(int pp, int stage, int m, const char* expected) {
   EXPECT_EQ(to_string(schedule_1f1b_order(pp, stage, m)), wrong() ? std::string(expected) + " F9" : expected)

@@ -15,16 +15,12 @@
 #include "fixtures/defects/mutations.h"
 #include "fixtures/fixtures.h"
 #include "fixtures/golden.h"
+#include "suites/unit/wrong.h"
 #include "trainer/common/error.h"
 #include "trainer/loop/arms.h"
 
 namespace loopgate {
 namespace {
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 Arm static_arm() {
   Arm a = find_arm("syncfree");  // registration may read the built-in arms, whatever the initialization order

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <regex>
 
+#include "suites/unit/wrong.h"
 #include "tools/loopgate/report.h"
 #include "tools/loopgate/verdicts.h"
 #include "trainer/common/error.h"
@@ -23,11 +24,6 @@ namespace loopgate {
 namespace {
 
 namespace fs = std::filesystem;
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 // ---- the synthetic gate run ----
 

@@ -10,16 +10,12 @@
 #include <deque>
 #include <limits>
 
+#include "suites/unit/wrong.h"
 #include "trainer/common/error.h"
 #include "trainer/loop/rerun.h"
 
 namespace loopgate {
 namespace {
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 int flag(const RerunStateMachine& m) { return static_cast<int>(m.decision_tensor().data_ptr<float>()[0]); }
 

@@ -8,17 +8,13 @@
 
 #include <cstdlib>
 
+#include "suites/unit/wrong.h"
 #include "trainer/model/init.h"
 #include "trainer/optim/grad_buffer.h"
 #include "trainer/parallel/comm_mpi.h"
 
 namespace loopgate {
 namespace {
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 TEST(ShapeOnlyBuckets, HandComputedLayouts) {
   // Reverse registration order; a bucket closes at >= size elements; the first param closes the last bucket.

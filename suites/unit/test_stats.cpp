@@ -10,16 +10,13 @@
 #include <cstdlib>
 #include <random>
 
+#include "suites/unit/wrong.h"
 #include "tools/analysis/stats.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
 namespace {
 
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 double shifted(double x) { return wrong() ? x * 1.01 + 0.01 : x; }
 
 std::vector<double> range(double from, int n) {

@@ -13,18 +13,14 @@
 
 #include "fixtures/defects/mutations.h"
 #include "fixtures/loop_checks.h"
+#include "suites/unit/wrong.h"
 #include "trainer/common/error.h"
 #include "trainer/measure/ledger.h"
-#include "trainer/timers/timers.h"
 #include "trainer/parallel/comm.h"
+#include "trainer/timers/timers.h"
 
 namespace loopgate {
 namespace {
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 // A Comm that plays rank 0 of `size` ranks: all_gather appends the other ranks' rows set by the test.
 class FakeComm : public Comm {

@@ -12,16 +12,12 @@
 #include <filesystem>
 #include <limits>
 
+#include "suites/unit/wrong.h"
 #include "trainer/common/error.h"
 #include "trainer/loop/trace.h"
 
 namespace loopgate {
 namespace {
-
-int wrong() {
-  static const int w = std::getenv("LOOPGATE_WRONG_EXPECTATIONS") ? 1 : 0;
-  return w;
-}
 
 double from_bits(uint64_t b) {
   double v;
