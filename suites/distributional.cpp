@@ -28,10 +28,9 @@ namespace loopgate {
 namespace {
 
 constexpr int kRuns = 3;
-const std::vector<std::string> kFields = {"grad_norm", "num_zeros"};
+const std::vector<std::string> kDistributionalFields = {"grad_norm", "num_zeros"};
 
-bool on_dp64() { return gate_fixture() == "dp64"; }
-int64_t dist_iters() { return on_dp64() ? 2 : gate_iters(3); }
+int64_t dist_iters() { return heavy_fixture() ? 2 : gate_iters(3); }
 
 int arm_index(const std::string& arm) {
   const std::vector<std::string> a = {"baseline", "syncfree", "onesync", "defect-numerics"};
@@ -85,7 +84,7 @@ std::vector<std::string> violations(const std::string& arm, bool print, bool* ex
     std::printf("%-10s %4s %-22s %-22s %-11s %-11s %-11s\n", "field", "iter", "baseline mean", arm.c_str(),
                 "diff", "spread", "verdict");
   for (int64_t it = 1; it <= dist_iters(); ++it) {
-    for (const std::string& f : kFields) {
+    for (const std::string& f : kDistributionalFields) {
       Stat a = stat_of("baseline", it, f), b = stat_of(arm, it, f);
       double diff = std::fabs(a.mean - b.mean), spread = std::max(a.spread(), b.spread());
       bool ok = diff == 0.0 || diff < spread;
@@ -123,7 +122,7 @@ std::string localize_exact(const std::string& arm, bool exact) {
 }
 
 TEST_P(Distributional, BetweenArmMeanDifferenceWithinSpreadUnderPermutedOrder) {
-  if (on_dp64() && GetParam() == "onesync") GTEST_SKIP() << "dp64: baseline and syncfree only (60 s budget)";
+  if (heavy_fixture() && GetParam() == "onesync") GTEST_SKIP() << "dp64: baseline and syncfree only (60 s budget)";
   bool exact = false;
   auto v = violations(GetParam(), true, &exact);
   EXPECT_TRUE(v.empty()) << GetParam() << ": " << v.size() << " violations over " << kRuns << " runs per arm"

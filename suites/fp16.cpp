@@ -226,14 +226,8 @@ std::vector<std::string> fp16_problems(const std::string& arm) {
   return p;
 }
 
-std::string join(const std::vector<std::string>& v, size_t limit = 8) {
-  std::string s = fmt::format("{} problem(s)", v.size());
-  for (size_t i = 0; i < v.size() && i < limit; ++i) s += "\n  " + v[i];
-  return s;
-}
-
-const std::vector<std::string> kAllFields = {"lm_loss", "params_norm", "grad_norm", "num_zeros", "learning_rate",
-                                             "loss_scale", "skipped", "param_checksum_after"};
+const std::vector<std::string> kFp16Fields = {"lm_loss", "params_norm", "grad_norm", "num_zeros", "learning_rate",
+                                              "loss_scale", "skipped", "param_checksum_after"};
 
 // ---- tests ----
 
@@ -250,7 +244,7 @@ TEST(Fp16, ScalerRulesGiveTheHandDerivedScaleSequence) {
 
 TEST(Fp16, BaselineSkipsEveryOverflowOnEveryRankWithMegatronsScaleAndLr) {
   const std::vector<std::string> p = fp16_problems("baseline");
-  EXPECT_TRUE(p.empty()) << join(p);
+  EXPECT_TRUE(p.empty()) << problem_list(p);
   if (p.empty() && world_rank() == 0) {
     const RunConfig c = fp16_config();
     const Layout layout = Layout::build(world_size(), c.layout);
@@ -278,7 +272,7 @@ TEST(Fp16, ScaledRunEqualsUnscaledRunSkippingTheSameSteps) {
       p.push_back(fmt::format("iteration {} rank {}: no record in the unscaled run", a.iteration, a.rank));
       continue;
     }
-    std::vector<std::string> fields = kAllFields;
+    std::vector<std::string> fields = kFp16Fields;
     fields.insert(fields.end(), {"nan", "consumed_samples"});
     for (const std::string& f : fields) {
       if (f == "loss_scale") continue;
@@ -292,7 +286,7 @@ TEST(Fp16, ScaledRunEqualsUnscaledRunSkippingTheSameSteps) {
     if (b->loss_scale != 1.0) p.push_back(fmt::format("iteration {} rank {}: unscaled run's loss scale {}", a.iteration,
                                                       a.rank, hex(b->loss_scale)));
   }
-  EXPECT_TRUE(p.empty()) << join(p);
+  EXPECT_TRUE(p.empty()) << problem_list(p);
   EXPECT_EQ(scaled.records.size(), ref.records.size());
 }
 
@@ -300,8 +294,8 @@ class Fp16 : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Fp16, OverflowSkippedOnEveryRankEveryFieldAsBaseline) {
   const std::vector<std::string> p = fp16_problems(GetParam());
-  EXPECT_TRUE(p.empty()) << join(p);
-  const auto m = compare_fields(fp16_run("baseline").trace, fp16_run(GetParam()).trace, kAllFields);
+  EXPECT_TRUE(p.empty()) << problem_list(p);
+  const auto m = compare_fields(fp16_run("baseline").trace, fp16_run(GetParam()).trace, kFp16Fields);
   EXPECT_TRUE(m.empty()) << describe(m, "baseline", GetParam());
 }
 
@@ -322,10 +316,10 @@ TEST(GatePower, Fp16RejectsFoundInfReducedOverTooFewRanks) {
   size_t moved = 0;
   for (const std::string& s : p) moved += s.find("params moved at an overflow") != std::string::npos;
   EXPECT_GT(moved, 0u) << "the fp16 gate did not see a rank step at an overflow iteration under " << defect << ": "
-                       << join(p);
-  const auto m = compare_fields(fp16_run("baseline").trace, fp16_run(defect).trace, kAllFields);
+                       << problem_list(p);
+  const auto m = compare_fields(fp16_run("baseline").trace, fp16_run(defect).trace, kFp16Fields);
   EXPECT_FALSE(m.empty()) << defect << " logged every field as the baseline did";
-  if (moved > 0 && world_rank() == 0) std::printf("rejected as expected (%s): %s\n", defect.c_str(), join(p, 3).c_str());
+  if (moved > 0 && world_rank() == 0) std::printf("rejected as expected (%s): %s\n", defect.c_str(), problem_list(p, 3).c_str());
 }
 
 }  // namespace

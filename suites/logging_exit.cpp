@@ -84,7 +84,7 @@ std::vector<std::string> line_differences(const ScenarioResult& base, const Scen
   return d;
 }
 
-std::string join(const std::vector<std::string>& v) {
+std::string indented_lines(const std::vector<std::string>& v) {
   std::string s;
   for (const std::string& x : v) s += "\n  " + x;
   return s;
@@ -116,8 +116,8 @@ TEST_P(LoggingExit, MegatronLogLinesEqualBaselineApartFromTiming) {
   const int64_t n3 = log3_run("baseline").local.iterations_done;
   auto d1 = line_differences(clean_run("baseline"), clean_run(GetParam()), clean_run("baseline").local.iterations_done);
   auto d3 = line_differences(log3_run("baseline"), log3_run(GetParam()), 1 + n3 / 3);
-  EXPECT_TRUE(d1.empty()) << GetParam() << ", log interval 1:" << join(d1);
-  EXPECT_TRUE(d3.empty()) << GetParam() << ", log interval 3:" << join(d3);
+  EXPECT_TRUE(d1.empty()) << GetParam() << ", log interval 1:" << indented_lines(d1);
+  EXPECT_TRUE(d3.empty()) << GetParam() << ", log interval 3:" << indented_lines(d3);
 }
 
 // ---- (c) the exit-duration vote ----

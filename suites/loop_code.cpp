@@ -10,18 +10,13 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
+#include "fixtures/compare.h"
 #include "fixtures/defects/mutations.h"
 #include "fixtures/loop_checks.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
 namespace {
-
-std::string join(const std::vector<std::string>& v, size_t limit = 12) {
-  std::string s = fmt::format("{} problem(s)", v.size());
-  for (size_t i = 0; i < v.size() && i < limit; ++i) s += "\n  " + v[i];
-  return s;
-}
 
 // Seed PR #7076: "bounded at 1024 pending events". The gate's own literal.
 constexpr size_t kSpecBound = 1024;
@@ -40,14 +35,14 @@ TEST(LoopCode, EveryHostReadInTrainerGoesThroughTheLedger) {
   if (world_rank() != 0) return;  // one scan per launch; the verdict is all-reduced
   const TrainerScan scan = scan_trainer_for_host_reads(trainer_source_dir());
   const auto p = scan_problems(scan);
-  EXPECT_TRUE(p.empty()) << "direct device reads outside the Ledger in " << trainer_source_dir() << ": " << join(p);
+  EXPECT_TRUE(p.empty()) << "direct device reads outside the Ledger in " << trainer_source_dir() << ": " << problem_list(p, 12);
   std::printf("source scan of %s: %s\n", trainer_source_dir().c_str(), scan_summary(scan).c_str());
 }
 
 TEST(LoopCode, EventTimersKeepTheirPropertiesOnAFakeClock) {
   if (world_rank() != 0) return;
   const auto p = timer_problems(code_event_timer());
-  EXPECT_TRUE(p.empty()) << "EventTimer as the loop builds it: " << join(p);
+  EXPECT_TRUE(p.empty()) << "EventTimer as the loop builds it: " << problem_list(p, 12);
 }
 
 // ---- gate power ----
@@ -56,7 +51,7 @@ TEST(GatePower, LoopCodeScanFindsEveryPlantedRead) {
   if (world_rank() != 0) return;
   std::string summary;
   const auto p = planted_scan_problems(trainer_source_dir(), &summary);
-  EXPECT_TRUE(p.empty()) << "the source scan missed planted reads: " << join(p);
+  EXPECT_TRUE(p.empty()) << "the source scan missed planted reads: " << problem_list(p, 12);
   if (p.empty()) std::printf("rejected as expected: %s\n", summary.c_str());
 }
 
@@ -69,8 +64,8 @@ TEST(GatePower, LoopCodeRejectsAPendingBoundAboveTheSpecifications) {
   const auto p = timer_problems(raised);
   bool above = false;
   for (const std::string& s : p) above = above || s.find("above the specification's bound of 1024") != std::string::npos;
-  EXPECT_TRUE(above) << "the loop_code gate accepted an EventTimer bound of 2048: " << join(p);
-  if (above) std::printf("rejected as expected: %s\n", join(p, 2).c_str());
+  EXPECT_TRUE(above) << "the loop_code gate accepted an EventTimer bound of 2048: " << problem_list(p, 12);
+  if (above) std::printf("rejected as expected: %s\n", problem_list(p, 2).c_str());
 }
 
 TEST(GatePower, LoopCodeRejectsWhateverCompletedReports) {
@@ -80,7 +75,7 @@ TEST(GatePower, LoopCodeRejectsWhateverCompletedReports) {
   };
   const auto p = check_event_timer_lagging_device(whatever).problems;
   EXPECT_FALSE(p.empty()) << "the loop_code gate accepted timers that report whatever has completed";
-  if (!p.empty()) std::printf("rejected as expected: %s\n", join(p, 2).c_str());
+  if (!p.empty()) std::printf("rejected as expected: %s\n", problem_list(p, 2).c_str());
 }
 
 }  // namespace

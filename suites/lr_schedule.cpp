@@ -38,11 +38,10 @@
 namespace loopgate {
 namespace {
 
-bool on_dp64() { return gate_fixture() == "dp64"; }
 // dp64: 8 iterations against the golden prefix (the skip at 4 included); pp2tp2dp2 (8 ranks): 104 (both skips, 4
 // and 100); the 1-2 rank fixtures: all 200.
 int64_t lr_iters() {
-  if (on_dp64()) return 8;
+  if (heavy_fixture()) return 8;
   return world_size() > 2 ? std::min<int64_t>(104, gate_iters(kLrIterations)) : gate_iters(kLrIterations);
 }
 std::string golden_dir() { return harness_arg("golden_dir", default_golden_dir()); }
@@ -115,7 +114,7 @@ INSTANTIATE_TEST_SUITE_P(, LrScheduleCase, ::testing::ValuesIn(lr_cases_here()),
 class LrSchedule : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LrSchedule, SequenceBitIdenticalToBaselineAndGoldenWithSkippedSteps) {
-  if (on_dp64() && world_rank() == 0)
+  if (heavy_fixture() && world_rank() == 0)
     std::printf("dp64: LR scenario shortened to %lld iterations, compared with the golden prefix\n",
                 static_cast<long long>(lr_iters()));
   const Trace& base = lr_run(skip_case(), "baseline").trace;
@@ -225,7 +224,7 @@ TEST(GoldenValues, BaselineMatchesGoldenValues) {
 }
 
 TEST(GatePower, GoldenValuesRejectPerturbedNumerics) {
-  if (on_dp64()) GTEST_SKIP() << "dp64: the same comparison code is shown to reject on the smaller fixtures";
+  if (heavy_fixture()) GTEST_SKIP() << "dp64: the same comparison code is shown to reject on the smaller fixtures";
   if (std::string why = gpu_golden_refusal(nullptr); !why.empty()) GTEST_SKIP() << why;
   GoldenCheck gc = golden_check("defect-numerics");
   if (!gc.environment_matches) GTEST_SKIP() << "environment differs from golden's: tolerances cannot see a 2^-10 LR change";

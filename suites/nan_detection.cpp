@@ -79,18 +79,12 @@ std::vector<std::string> detection_problems(const FaultCase& fc, const std::stri
   return p;
 }
 
-std::string join(const std::vector<std::string>& v, size_t limit = 8) {
-  std::string s = fmt::format("{} problem(s)", v.size());
-  for (size_t i = 0; i < v.size() && i < limit; ++i) s += "\n  " + v[i];
-  return s;
-}
-
 // ---- tests ----
 
 TEST(NanDetection, BaselineDetectsEveryFaultBeforeTheStepWithMegatronsOutcome) {
   for (const FaultCase& fc : fault_cases()) {
     auto p = detection_problems(fc, "baseline");
-    EXPECT_TRUE(p.empty()) << join(p);
+    EXPECT_TRUE(p.empty()) << problem_list(p);
   }
 }
 
@@ -100,7 +94,7 @@ TEST_P(NanDetection, SameIterationBeforeStepSameOutcomeAsBaseline) {
   const std::vector<std::string> fields = {"skipped", "learning_rate", "loss_scale", "param_checksum_after"};
   for (const FaultCase& fc : fault_cases()) {
     auto p = detection_problems(fc, GetParam());
-    EXPECT_TRUE(p.empty()) << join(p);
+    EXPECT_TRUE(p.empty()) << problem_list(p);
     // Verdicts (iteration, phase, action) and the outcome fields equal the baseline's on every rank.
     const Trace& base = run_case(fc, "baseline").trace;
     const Trace& cand = run_case(fc, GetParam()).trace;
@@ -213,8 +207,8 @@ TEST(GatePower, NanDetectionRejectsAZerosyncMaskAppliedAfterTheStep) {
   auto p = detection_problems(fc, "defect-zerosync-mask-after-step");
   size_t moved = 0;
   for (const std::string& x : p) moved += x.find("params moved") != std::string::npos;
-  EXPECT_GT(moved, 0u) << "the nan_detection gate accepted a zerosync mask applied after the step: " << join(p);
-  if (moved > 0 && world_rank() == 0) std::printf("rejected as expected: %s\n", join(p, 3).c_str());
+  EXPECT_GT(moved, 0u) << "the nan_detection gate accepted a zerosync mask applied after the step: " << problem_list(p);
+  if (moved > 0 && world_rank() == 0) std::printf("rejected as expected: %s\n", problem_list(p, 3).c_str());
 }
 
 // Gate power: an arm that acts on the verdict only after optimizer.step must be rejected, for the right reason:
@@ -225,8 +219,8 @@ TEST(GatePower, NanDetectionRejectsVerdictAfterStep) {
   size_t moved = 0;
   for (const std::string& s : p) moved += s.find("params moved") != std::string::npos;
   EXPECT_EQ(moved, static_cast<size_t>(world_size()))
-      << "the nan_detection gate did not see the parameters move on every rank: " << join(p);
-  if (moved > 0 && world_rank() == 0) std::printf("rejected as expected: %s\n", join(p, 3).c_str());
+      << "the nan_detection gate did not see the parameters move on every rank: " << problem_list(p);
+  if (moved > 0 && world_rank() == 0) std::printf("rejected as expected: %s\n", problem_list(p, 3).c_str());
 }
 
 }  // namespace

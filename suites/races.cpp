@@ -28,8 +28,8 @@
 namespace loopgate {
 namespace {
 
-const std::vector<std::string> kFields = {"lm_loss", "grad_norm", "num_zeros", "params_norm",
-                                          "learning_rate", "loss_scale", "skipped"};
+const std::vector<std::string> kRaceFields = {"lm_loss", "grad_norm", "num_zeros", "params_norm",
+                                              "learning_rate", "loss_scale", "skipped"};
 constexpr uint64_t kSeed = 20261201;
 
 // CPU: --async-emulation; a GPU: --stress (its copies are really asynchronous; the stress makes them late).
@@ -83,7 +83,7 @@ std::string verdicts_of(const IterationRecord& r) {
 // Value and verdict differences from the baseline, one line each.
 std::vector<std::string> value_problems(const Emulated& e, const std::string& arm) {
   std::vector<std::string> p;
-  for (const Mismatch& m : compare_fields(e.base.trace, e.run.trace, kFields)) p.push_back(m.describe("baseline", arm));
+  for (const Mismatch& m : compare_fields(e.base.trace, e.run.trace, kRaceFields)) p.push_back(m.describe("baseline", arm));
   std::map<std::pair<int64_t, int>, std::string> base;
   for (const IterationRecord& r : e.base.trace.records) base[{r.iteration, r.rank}] = verdicts_of(r);
   for (const IterationRecord& r : e.run.trace.records) {
@@ -115,7 +115,6 @@ std::vector<std::string> timer_problems(const RunResult& r, const std::string& a
   return p;
 }
 
-std::string join(const std::vector<std::string>& v, size_t limit = 8) { return first_lines(v, limit); }
 
 // Every candidate; on dp64 (64 ranks on 2 cores) the final arms only, unless arms are named.
 std::vector<std::string> race_arms() {
@@ -131,7 +130,7 @@ class Races : public ::testing::TestWithParam<std::string> {};
 TEST_P(Races, LogValuesAndVerdictsAsTheUnemulatedBaseline) {
   for (const Emulated& e : pairs(GetParam())) {
     const auto p = value_problems(e, GetParam());
-    EXPECT_TRUE(p.empty()) << GetParam() << " under --async-emulation:\n" << join(p);
+    EXPECT_TRUE(p.empty()) << GetParam() << " under --async-emulation:\n" << first_lines(p);
   }
 }
 
@@ -145,7 +144,7 @@ TEST_P(Races, TimerIntervalsOnceInOrderEachCompleted) {
   int behind = 0;  // log points where a deferred timer's due window had not completed: the wait path ran
   for (const Emulated& e : {clean_pair(GetParam()), fault_pair(GetParam())}) {
     const auto p = timer_problems(e.run.local, GetParam());
-    EXPECT_TRUE(p.empty()) << join(p);
+    EXPECT_TRUE(p.empty()) << first_lines(p);
     for (int lag : e.run.local.timers.event_lags) behind += lag >= 2;
   }
   MPI_Allreduce(MPI_IN_PLACE, &behind, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -183,14 +182,14 @@ TEST_P(RacesPower, PassesUnemulatedRejectedUnderAsyncEmulation) {
   const auto unemulated = all_problems(GetParam(), false);
   if (!gate_config().model.device.is_cuda()) {
     EXPECT_TRUE(unemulated.empty()) << GetParam() << " should pass unemulated (a CPU copy lands at once):\n"
-                                    << join(unemulated);
+                                    << first_lines(unemulated);
   } else if (world_rank() == 0) {  // a real device may show the race unstressed too: reported, not judged
     std::printf("%s unstressed on the GPU: %zu problem(s)\n", GetParam().c_str(), unemulated.size());
   }
   const auto emulated_p = all_problems(GetParam(), true);
   EXPECT_FALSE(emulated_p.empty()) << "the races gate accepted " << GetParam() << " emulated (CPU) or stressed (GPU)";
   if (!emulated_p.empty() && world_rank() == 0)
-    std::printf("%s: passes unemulated, rejected under emulation:\n%s\n", GetParam().c_str(), join(emulated_p, 3).c_str());
+    std::printf("%s: passes unemulated, rejected under emulation:\n%s\n", GetParam().c_str(), first_lines(emulated_p, 3).c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(GatePower, RacesPower,

@@ -16,12 +16,6 @@
 namespace loopgate {
 namespace {
 
-std::string join(const std::vector<std::string>& v, size_t limit = 8) {
-  std::string s = fmt::format("{} problem(s)", v.size());
-  for (size_t i = 0; i < v.size() && i < limit; ++i) s += "\n  " + v[i];
-  return s;
-}
-
 Layout gate_layout() { return Layout::build(world_size(), gate_config().layout); }
 int gate_microbatches() { return num_microbatches(gate_config().data, gate_layout()); }
 std::vector<int> microbatch_counts() {
@@ -41,7 +35,7 @@ TEST(Schedule, OrderFunctionsHaveMegatronsCountsOnThisLayout) {
     p.insert(p.end(), a.begin(), a.end());
     p.insert(p.end(), b.begin(), b.end());
   }
-  EXPECT_TRUE(p.empty()) << layout.describe() << ": " << join(p);
+  EXPECT_TRUE(p.empty()) << layout.describe() << ": " << problem_list(p);
   const ScheduleKind want = layout.pp() > 1 ? ScheduleKind::k1F1B : ScheduleKind::kNoPipelining;
   EXPECT_EQ(select_schedule(layout).kind, want) << layout.describe() << ": select_schedule picked "
                                                 << select_schedule(layout).name();
@@ -52,7 +46,7 @@ class ScheduleRun : public ::testing::TestWithParam<std::string> {};
 TEST_P(ScheduleRun, EveryRankRanTheSelectedOrderAtEveryIteration) {
   for (const std::string& arm : {std::string("baseline"), GetParam()}) {
     const auto p = trace_schedule_problems(clean_run(arm).trace, gate_layout(), gate_microbatches());
-    EXPECT_TRUE(p.empty()) << join(p);
+    EXPECT_TRUE(p.empty()) << problem_list(p);
   }
 }
 
@@ -68,7 +62,7 @@ TEST(GatePower, ScheduleRejectsAWarmupOffByOne) {
   const OrderFn one_too_many = [](int pp, int stage, int m) { return schedule_1f1b_order(pp, stage - 1, m); };
   const auto p = schedule_1f1b_problems(one_too_many, gate_layout().pp(), std::max(gate_microbatches(), 2));
   EXPECT_FALSE(p.empty()) << "the schedule gate accepted a 1F1B warmup off by one on " << gate_layout().describe();
-  if (!p.empty() && world_rank() == 0) std::printf("rejected as expected: %s\n", join(p, 2).c_str());
+  if (!p.empty() && world_rank() == 0) std::printf("rejected as expected: %s\n", problem_list(p, 2).c_str());
 }
 
 // A run whose 1F1B executor warms up one forward too many (defect-schedule-warmup): the p2p still pairs up and
@@ -83,7 +77,7 @@ TEST(GatePower, ScheduleRejectsARunWithAShiftedWarmup) {
                                 {"lm_loss", "params_norm", "grad_norm", "num_zeros", "param_checksum_after"});
   EXPECT_TRUE(m.empty()) << arm << " changed the numerics (then equivalence sees it, and this defect no longer "
                          << "isolates the schedule check): " << describe(m, "baseline", arm);
-  if (!p.empty() && world_rank() == 0) std::printf("rejected as expected (numerics identical): %s\n", join(p, 2).c_str());
+  if (!p.empty() && world_rank() == 0) std::printf("rejected as expected (numerics identical): %s\n", problem_list(p, 2).c_str());
 }
 
 }  // namespace

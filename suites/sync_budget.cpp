@@ -31,7 +31,6 @@ namespace {
 
 using nlohmann::json;
 
-bool on_dp64() { return gate_fixture() == "dp64"; }
 // dp64 (64 ranks on 2 cores) checks the baseline and gate_arms() (scenarios.h); 8 ranks check every arm.
 bool dp64_arm(const std::string& arm) { return arm == "baseline" || in_gate_arms(arm); }
 
@@ -131,7 +130,7 @@ std::vector<std::string> arms_with_baseline() {
 class SyncBudget : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SyncBudget, ReadsPerSitePerIterationWithinGoldenBudget) {
-  if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: budgets checked for the baseline and the final arms";
+  if (heavy_fixture() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: budgets checked for the baseline and the final arms";
   auto m = over_budget(GetParam(), budget_arm_for(GetParam()), budget_rule_for(GetParam()));
   EXPECT_TRUE(m.empty()) << GetParam() << ": " << m.size() << " reads over budget" << first_lines(m);
 }
@@ -162,7 +161,7 @@ const SyncScenario& shape_scenario() {
 
 TEST_P(SyncBudget, TableHasTheSeedsPerCommitShape) {
   const std::string arm = GetParam();
-  if (on_dp64() && !dp64_arm(arm)) GTEST_SKIP() << "dp64: shape checked for the baseline and the final arms";
+  if (heavy_fixture() && !dp64_arm(arm)) GTEST_SKIP() << "dp64: shape checked for the baseline and the final arms";
   const int k = commits_of(arm);
   if (k < 0) GTEST_SKIP() << arm << " is not one of the seed's commits (its own test covers it)";
   const SyncScenario& s = shape_scenario();
@@ -312,7 +311,7 @@ std::vector<std::string> more_launches_than_baseline(const std::string& arm) {
 
 TEST_P(SyncBudget, NoMoreLaunchesPerIterationThanTheBaseline) {
   if (GetParam() == "baseline") GTEST_SKIP() << "the baseline is the reference";
-  if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: launches checked for the final arms";
+  if (heavy_fixture() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: launches checked for the final arms";
   auto m = more_launches_than_baseline(GetParam());
   EXPECT_TRUE(m.empty()) << GetParam() << " trades syncs for launches: " << m.size() << " iteration(s)" << first_lines(m);
 }
@@ -320,7 +319,7 @@ TEST_P(SyncBudget, NoMoreLaunchesPerIterationThanTheBaseline) {
 // The launch budget was made with one LibTorch's operator decompositions; elsewhere (a GPU runner's LibTorch)
 // the relative rule above still holds, and CUPTI counts the kernels themselves.
 TEST_P(SyncBudget, LaunchesPerSitePerIterationWithinGoldenBudget) {
-  if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: launch budgets checked for the final arms";
+  if (heavy_fixture() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: launch budgets checked for the final arms";
   const std::string fx = gate_fixture();
   const std::string here = environment_info().at("torch_version");
   for (const SyncScenario& s : sync_scenarios(fx)) {
@@ -364,7 +363,7 @@ std::vector<std::string> numerics_over_baseline(const std::string& arm) {
 
 TEST_P(SyncBudget, NumericsPathNoMoreOperatorsThanTheBaselines) {
   if (GetParam() == "baseline") GTEST_SKIP() << "the baseline is the reference";
-  if (on_dp64() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: launches checked for the final arms";
+  if (heavy_fixture() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: launches checked for the final arms";
   auto m = numerics_over_baseline(GetParam());
   EXPECT_TRUE(m.empty()) << GetParam() << " adds operators to the numerics path" << first_lines(m);
 }
@@ -420,7 +419,7 @@ TEST(SyncBudget, ZerosyncReadsNothingBetweenLogPoints) {
 // host read on CUDA; on CPU the operator counter's sync rule counts it at its site, so syncfree's budget breaks
 // although no ledger call and no spelling the source scan knows is there.
 TEST(GatePower, SyncBudgetRejectsADataDependentShapeOperator) {
-  if (on_dp64()) GTEST_SKIP() << "dp64: the same counting is shown to reject on the smaller fixtures";
+  if (heavy_fixture()) GTEST_SKIP() << "dp64: the same counting is shown to reject on the smaller fixtures";
   auto m = over_budget("defect-data-dependent-read", "syncfree");
   EXPECT_FALSE(m.empty()) << "the sync budget accepted a boolean-mask index in a deferred NaN check";
   if (!m.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first_lines(m, 2).c_str());

@@ -30,12 +30,6 @@ namespace {
 
 constexpr const char* kInterval = "interval-time";
 
-std::string join(const std::vector<std::string>& v, size_t limit = 8) {
-  std::string s = fmt::format("{} problem(s)", v.size());
-  for (size_t i = 0; i < v.size() && i < limit; ++i) s += "\n  " + v[i];
-  return s;
-}
-
 bool same_interval(const TimerInterval& a, const TimerInterval& b) {
   return a.name == b.name && a.seq == b.seq && same_bits(a.seconds, b.seconds);
 }
@@ -210,14 +204,14 @@ class Timers : public ::testing::TestWithParam<std::string> {};
 TEST_P(Timers, EveryIntervalOnceInOrderBoundedDrainedAndSumExact) {
   for (const std::string& arm : {std::string("baseline"), GetParam()}) {
     auto p = accounting_problems(arm);
-    EXPECT_TRUE(p.empty()) << join(p);
+    EXPECT_TRUE(p.empty()) << problem_list(p);
   }
 }
 
 TEST_P(Timers, OneWindowPerLogLineCoveringThePreviousWindow) {
   for (const std::string& arm : {std::string("baseline"), GetParam()}) {
     auto p = window_problems(arm, clean_run(arm).local);
-    EXPECT_TRUE(p.empty()) << join(p);
+    EXPECT_TRUE(p.empty()) << problem_list(p);
   }
 }
 
@@ -268,7 +262,7 @@ TEST_P(TimersLagged, AtMost1024EventsPendingOnALongWindow) {
   if (gate_fixture() != "single")
     GTEST_SKIP() << "the 520-iteration window runs on single (EventTimer's bound does not depend on the layout)";
   auto p = bound_problems(GetParam());
-  EXPECT_TRUE(p.empty()) << join(p);
+  EXPECT_TRUE(p.empty()) << problem_list(p);
 }
 
 TEST_P(TimersLagged, LaggingDeviceStillOneWindowPerLineAndWaitsOnlyWhenBehind) {
@@ -278,7 +272,7 @@ TEST_P(TimersLagged, LaggingDeviceStillOneWindowPerLineAndWaitsOnlyWhenBehind) {
   auto w = lag_wait_problems(GetParam(), s);
   p.insert(p.end(), a.begin(), a.end());
   p.insert(p.end(), w.begin(), w.end());
-  EXPECT_TRUE(p.empty()) << join(p);
+  EXPECT_TRUE(p.empty()) << problem_list(p);
   int behind = 0;
   for (int lag : s.local.timers.event_lags) behind += lag >= 2;
   // Exercised on some rank (each rank draws its own lags; dp64's few log points leave some ranks never behind).
@@ -301,7 +295,7 @@ TEST_P(TimersGraph, EveryIntervalOnceInOrderReplayedIterationsIncluded) {
   EXPECT_TRUE(r.graph.error.empty()) << r.graph.error;
   EXPECT_GE(r.graph.replays, r.iterations_done - 2) << GetParam() << ": every iteration from the third replays";
   auto p = accounting_problems(GetParam(), r);
-  EXPECT_TRUE(p.empty()) << join(p);
+  EXPECT_TRUE(p.empty()) << problem_list(p);
 }
 
 INSTANTIATE_TEST_SUITE_P(Arms, Timers, ::testing::ValuesIn(gate_arms()),
@@ -377,18 +371,18 @@ TEST(GatePower, TimersRejectsWhateverCompletedReports) {
     empty += x.find("0 interval-time windows") != std::string::npos;
     doubled += x.find("2 interval-time windows") != std::string::npos;
   }
-  EXPECT_GT(empty + doubled, 0u) << "the timers gate accepted whatever-completed reports on a lagging device: " << join(p);
+  EXPECT_GT(empty + doubled, 0u) << "the timers gate accepted whatever-completed reports on a lagging device: " << problem_list(p);
   if (world_rank() == 0 && !p.empty())
     std::printf("rejected as expected (%zu line(s) with no window, %zu with two on rank 0): %s\n", empty, doubled,
-                join(p, 4).c_str());
+                problem_list(p, 4).c_str());
 }
 
 // Gate power, one planted defect per property: each must be rejected, for its own reason.
 void expect_rejected(const std::string& arm, const std::vector<std::string>& p, const std::string& reason) {
   size_t hits = 0;
   for (const std::string& x : p) hits += x.find(reason) != std::string::npos;
-  EXPECT_GT(hits, 0u) << "the timers gate accepted " << arm << " (no problem mentions '" << reason << "'): " << join(p);
-  if (hits > 0 && world_rank() == 0) std::printf("%s rejected as expected: %s\n", arm.c_str(), join(p, 2).c_str());
+  EXPECT_GT(hits, 0u) << "the timers gate accepted " << arm << " (no problem mentions '" << reason << "'): " << problem_list(p);
+  if (hits > 0 && world_rank() == 0) std::printf("%s rejected as expected: %s\n", arm.c_str(), problem_list(p, 2).c_str());
 }
 
 TEST(GatePower, TimersRejectsDroppedInterval) {
@@ -465,7 +459,7 @@ TEST_P(Bare, SegmentCountsNoReadTimesNothingAtLevel1AndKeepsTheNumbers) {
   const int64_t want = eager ? 12 : 8;  // eager: Megatron's host timers every iteration; deferred: not in 5-8
   if (level1 != want)
     bad.push_back(fmt::format("{} forward-backward interval(s) reported, want {}", level1, want));
-  EXPECT_TRUE(bad.empty()) << join(bad);
+  EXPECT_TRUE(bad.empty()) << problem_list(bad);
   auto m = compare_fields(run_scenario("bare-ref", c, arm).trace, alternating,
                           {"lm_loss", "params_norm", "grad_norm", "num_zeros", "learning_rate", "loss_scale", "skipped",
                            "param_checksum_after"});
