@@ -6,6 +6,7 @@
 add_library(loopgate_gate_suites OBJECT ${GATE_SOURCES})
 target_link_libraries(loopgate_gate_suites PUBLIC loopgate_fixtures loopgate_gtest_main)
 loopgate_use_pch(loopgate_gate_suites)
+loopgate_unity(loopgate_gate_suites)
 add_executable(loopgate_gates)
 target_link_libraries(loopgate_gates PRIVATE loopgate_gate_suites)
 set(LOOPGATE_CPU_FIXTURES "single:1:300" "tp2sp:2:300" "pp2:2:300" "pp2tp2dp2:8:600" "dp64:64:1500")
