@@ -14,8 +14,6 @@ namespace loopgate {
 namespace {
 
 const std::vector<std::string> kEarlyFields = {"lm_loss", "params_norm"};
-const std::vector<std::string> kAllFields = {"lm_loss", "params_norm", "grad_norm", "num_zeros", "learning_rate",
-                                             "loss_scale", "skipped", "param_checksum_after"};
 
 bool fixture_is_deterministic() { return gate_config().comm.order != ReduceOrder::kPermuted; }
 
@@ -24,7 +22,7 @@ std::vector<Mismatch> early_mismatches(const std::string& arm) {
 }
 
 std::vector<Mismatch> all_mismatches(const std::string& arm) {
-  return compare_fields(clean_run("baseline").trace, clean_run(arm).trace, kAllFields);
+  return compare_fields(clean_run("baseline").trace, clean_run(arm).trace, record_fields());
 }
 
 class Equivalence : public ::testing::TestWithParam<std::string> {};
@@ -72,7 +70,7 @@ TEST_P(Equivalence, NumZerosPast2To24LoggedAsTheBaselineRoundsThem) {
     if (r.iteration % 2 == 0 || r.iteration == 1)
       EXPECT_TRUE(r.num_zeros >= 16777216.0 && std::fmod(r.num_zeros, 2.0) == 0.0)
           << "baseline iteration " << r.iteration << ": num zeros " << r.num_zeros;
-  auto m = compare_fields(base, run_scenario("zeros-past-2^24", c, GetParam()).trace, kAllFields);
+  auto m = compare_fields(base, run_scenario("zeros-past-2^24", c, GetParam()).trace, record_fields());
   EXPECT_TRUE(m.empty()) << describe(m, "baseline", GetParam());
 }
 
@@ -95,7 +93,7 @@ TEST(EquivalenceDigests, AddNoHostReadAndKeepTheBaselinesBits) {
   c.digests = true;
   const Trace& plain = clean_run("baseline").trace;
   const Trace& digested = run_scenario("clean:digests", c, "baseline").trace;
-  auto m = compare_fields(plain, digested, kAllFields);
+  auto m = compare_fields(plain, digested, record_fields());
   EXPECT_TRUE(m.empty()) << describe(m, "baseline", "baseline with --digests");
   size_t digests = 0;
   for (const IterationRecord& r : plain.records) {

@@ -226,9 +226,6 @@ std::vector<std::string> fp16_problems(const std::string& arm) {
   return p;
 }
 
-const std::vector<std::string> kFp16Fields = {"lm_loss", "params_norm", "grad_norm", "num_zeros", "learning_rate",
-                                              "loss_scale", "skipped", "param_checksum_after"};
-
 // ---- tests ----
 
 // The host model against the sequence derived by hand in fp16_case(): the expectations are Megatron's rules, and
@@ -272,7 +269,7 @@ TEST(Fp16, ScaledRunEqualsUnscaledRunSkippingTheSameSteps) {
       p.push_back(fmt::format("iteration {} rank {}: no record in the unscaled run", a.iteration, a.rank));
       continue;
     }
-    std::vector<std::string> fields = kFp16Fields;
+    std::vector<std::string> fields = record_fields();
     fields.insert(fields.end(), {"nan", "consumed_samples"});
     for (const std::string& f : fields) {
       if (f == "loss_scale") continue;
@@ -295,7 +292,7 @@ class Fp16 : public ::testing::TestWithParam<std::string> {};
 TEST_P(Fp16, OverflowSkippedOnEveryRankEveryFieldAsBaseline) {
   const std::vector<std::string> p = fp16_problems(GetParam());
   EXPECT_TRUE(p.empty()) << problem_list(p);
-  const auto m = compare_fields(fp16_run("baseline").trace, fp16_run(GetParam()).trace, kFp16Fields);
+  const auto m = compare_fields(fp16_run("baseline").trace, fp16_run(GetParam()).trace, record_fields());
   EXPECT_TRUE(m.empty()) << describe(m, "baseline", GetParam());
 }
 
@@ -317,7 +314,7 @@ TEST(GatePower, Fp16RejectsFoundInfReducedOverTooFewRanks) {
   for (const std::string& s : p) moved += s.find("params moved at an overflow") != std::string::npos;
   EXPECT_GT(moved, 0u) << "the fp16 gate did not see a rank step at an overflow iteration under " << defect << ": "
                        << problem_list(p);
-  const auto m = compare_fields(fp16_run("baseline").trace, fp16_run(defect).trace, kFp16Fields);
+  const auto m = compare_fields(fp16_run("baseline").trace, fp16_run(defect).trace, record_fields());
   EXPECT_FALSE(m.empty()) << defect << " logged every field as the baseline did";
   if (moved > 0 && world_rank() == 0) std::printf("rejected as expected (%s): %s\n", defect.c_str(), problem_list(p, 3).c_str());
 }

@@ -16,14 +16,11 @@
 namespace loopgate {
 namespace {
 
-const std::vector<std::string> kIsolationFields = {"lm_loss", "params_norm", "grad_norm", "num_zeros", "learning_rate",
-                                                  "loss_scale", "skipped", "param_checksum_after"};
-
 // The clean run of `arm` (shared with the other gates, run at most once per launch) against the same
 // configuration run again now, under another scenario key (so not taken from the cache).
 std::vector<Mismatch> repeat_mismatches(const std::string& arm) {
   const Trace& first = clean_run(arm).trace;
-  return compare_fields(first, run_scenario("isolation:repeat", clean_config(), arm).trace, kIsolationFields);
+  return compare_fields(first, run_scenario("isolation:repeat", clean_config(), arm).trace, record_fields());
 }
 
 // The baseline (the shared communicators and context) and the final arms that keep state on the device
