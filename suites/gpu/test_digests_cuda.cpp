@@ -1,7 +1,9 @@
 // The digests' kernel on a real GPU (trainer/measure/digest_hash.cu): for every dtype width, a tensor of more than
 // one chunk, tails past the last 16-byte vector, an unaligned start, a strided tensor and an empty one, the digest computed on the device equals the host loop's over the same
-// bits, and it reads the tensor behind the work queued to produce it (stream order, no sync of its own).
-// Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 changes one element of the host side's copy, so the test fails.
+// bits, and it reads the tensor behind the work queued to produce it (stream order, no sync of its own). Also the
+// parameters' checksum on device tensors against its CPU known answer.
+// Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 changes one element of the host side's copy (the checksum test: one
+// tensor's values), so each test fails.
 #include <ATen/ATen.h>
 #include <ATen/cuda/Sleep.h>
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 
 #include "trainer/common/error.h"
 #include "trainer/measure/digests.h"
+#include "trainer/measure/ledger.h"
 
 namespace loopgate {
 namespace {
@@ -54,6 +57,26 @@ TEST(DigestsOnDevice, EqualTheHostLoopForEveryWidthChunkAndLayout) {
   for (size_t i = 0; i < on_host.size(); ++i)
     EXPECT_EQ(on_device[i], on_host[i]) << "tensor " << i << " (" << host[i].scalar_type() << ")";
   EXPECT_EQ(on_host[7], 0u);
+}
+
+// The parameters' checksum (trainer/measure/ledger.cpp) takes device tensors to the host in one copy per dtype and
+// hashes each tensor's slice of that copy. It must give what CPU tensors hashed where they lie give: the CPU unit
+// test's known answer for the same five tensors (suites/unit/test_measure_ledger.cpp), all on the GPU, and with the
+// long one left on the CPU between two dtypes that travel.
+TEST(ChecksumOnDevice, EqualsTheHostKnownAnswerOneCopyPerDtype) {
+  ASSERT_TRUE(at::hasCUDA()) << "a gpu-labelled test needs a GPU";
+  const at::Tensor m = at::arange(35, at::kFloat).reshape({5, 7});
+  std::vector<at::Tensor> host = {m.t(), at::arange(5, at::kLong), m.narrow(0, 2, 3),
+                                  m.to(at::kBFloat16).narrow(1, 1, 3), at::ones({0})};
+  if (std::getenv("LOOPGATE_WRONG_EXPECTATIONS")) host[2] = host[2] + 1;
+  std::vector<at::Tensor> device, mixed;
+  for (const at::Tensor& t : host) device.push_back(t.to(at::kCUDA));
+  EXPECT_FALSE(device[0].is_contiguous()) << "the transposed tensor must reach the checksum strided";
+  mixed = device;
+  mixed[1] = host[1];
+  const uint64_t known = 0x83174116edd51a14ull;  // suites/unit/test_measure_ledger.cpp
+  EXPECT_EQ(tensor_checksum(device), known);
+  EXPECT_EQ(tensor_checksum(mixed), known);
 }
 
 }  // namespace
