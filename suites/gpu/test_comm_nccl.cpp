@@ -1,9 +1,16 @@
 // NcclComm on real GPUs, one rank per GPU: every collective with closed-form, order-independent expectations
 // (small integers, as nccl-tests' verifiable), the bool and bf16 paths, and the unsupported-dtype message.
-// Device from the CTest resource allocation (RESOURCE_GROUPS "N,gpus:1") or the local rank.
+// Device from the CTest resource allocation (RESOURCE_GROUPS "N,gpus:1") or the local rank. Also the deterministic
+// cuBLAS setting (apply_cublas_determinism): its record and the workspace size it leaves.
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "trainer/parallel/comm_nccl.h"
 
@@ -27,6 +34,25 @@ CommPtr world_comm() {
 }
 
 at::TensorOptions cuda(at::ScalarType t) { return at::TensorOptions().dtype(t).device(at::kCUDA); }
+
+// apply_cublas_determinism may clear CUBLAS_WORKSPACE_CONFIG (LibTorch re-parses it on every cuBLAS call). After it:
+// the environment record still holds the configured value, LibTorch's cuBLAS workspace is still that value's size,
+// and a product runs under deterministic algorithms (LibTorch refuses cuBLAS there without a deterministic value).
+TEST(CublasDeterminism, RecordsTheConfiguredValueAndKeepsItsWorkspaceSize) {
+  world_comm();  // selects this rank's GPU
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  const char* given = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+  const std::string want = given ? given : ":4096:8";
+  size_t size_kib = 0, count = 0;
+  ASSERT_EQ(std::sscanf(want.c_str(), ":%zu:%zu", &size_kib, &count), 2) << want;
+  apply_cublas_determinism(c10::Device(c10::kCUDA, c10::cuda::current_device()));
+  EXPECT_EQ(cuda_environment().at("CUBLAS_WORKSPACE_CONFIG"), want);
+  EXPECT_EQ(at::cuda::getChosenWorkspaceSize(), size_kib * 1024 * count);
+  const at::Tensor x = at::ones({4, 4}, cuda(at::kFloat));
+  EXPECT_EQ(at::mm(x, x).cpu()[0][0].item<float>(), 4.0f);
+  std::printf("CUBLAS_WORKSPACE_CONFIG=%s: %s after apply_cublas_determinism\n", want.c_str(),
+              std::getenv("CUBLAS_WORKSPACE_CONFIG") ? "kept" : "cleared");
+}
 
 TEST(NcclComm, AllReduceSumMaxMin) {
   CommPtr c = world_comm();

@@ -4,6 +4,7 @@
 #include "trainer/parallel/comm_nccl.h"
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
@@ -214,6 +215,17 @@ CommPtr split(MPI_Comm base, int color, int key, const CommOptions& options) {
 
 }  // namespace
 
+namespace {
+
+// CUBLAS_WORKSPACE_CONFIG as apply_cublas_determinism found or set it (empty before): the environment record
+// keeps it after the variable is cleared.
+std::string& configured_cublas_workspace() {
+  static std::string value;
+  return value;
+}
+
+}  // namespace
+
 std::map<std::string, std::string> cuda_environment() {
   std::map<std::string, std::string> env;
   int device = 0, driver = 0, runtime = 0, nccl = 0;
@@ -223,11 +235,32 @@ std::map<std::string, std::string> cuda_environment() {
   if (cudaDriverGetVersion(&driver) == cudaSuccess) env["cuda_driver"] = std::to_string(driver);
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) env["cuda_runtime"] = std::to_string(runtime);
   if (ncclGetVersion(&nccl) == ncclSuccess) env["nccl"] = std::to_string(nccl);
-  for (const char* var : {"NCCL_ALGO", "NCCL_PROTO", "CUBLAS_WORKSPACE_CONFIG"}) {
+  for (const char* var : {"NCCL_ALGO", "NCCL_PROTO"}) {
     const char* v = std::getenv(var);
     env[var] = v ? v : "(unset)";
   }
+  const char* cublas = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+  const std::string& configured = configured_cublas_workspace();
+  env["CUBLAS_WORKSPACE_CONFIG"] = !configured.empty() ? configured : cublas ? cublas : "(unset)";
   return env;
+}
+
+void apply_cublas_determinism(c10::Device device) {
+  if (!configured_cublas_workspace().empty()) return;
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  configured_cublas_workspace() = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+  // LibTorch 2.x (2.11 on the H200 runners) parses CUBLAS_WORKSPACE_CONFIG again on every cuBLAS call, compiling
+  // a std::regex each time: a fifth of the GPU gate's host time in a profile (docs/results-gpu.md §22). By the end
+  // of one product and its backward the variable has done its work: LibTorch's deterministic-mode check keeps the
+  // verdict of its first call, and both threads that issue cuBLAS calls (this one and the autograd engine's for
+  // this device) hold their handles. It is then cleared if LibTorch's workspace size without it is the same
+  // (:4096:8 and the default are both 32 MiB on Hopper and later); else it stays, which costs only the time.
+  at::Tensor a = at::ones({2, 2}, at::TensorOptions().device(device).requires_grad(true));
+  at::mm(a, a).sum().backward();
+  const size_t configured = at::cuda::getChosenWorkspaceSize();
+  unsetenv("CUBLAS_WORKSPACE_CONFIG");
+  if (at::cuda::getChosenWorkspaceSize() != configured)
+    setenv("CUBLAS_WORKSPACE_CONFIG", configured_cublas_workspace().c_str(), /*overwrite=*/1);
 }
 
 void apply_nccl_determinism_env() {

@@ -2,7 +2,8 @@
 // (nccl-tests style: group rank 0 calls ncclGetUniqueId, MPI_Bcast over the group's MPI communicator,
 // ncclCommInitRank), collectives enqueued on LibTorch's current CUDA stream (stream-ordered: no host wait).
 // Deterministic settings are applied before the first init unless the user set them: NCCL_NVLS_ENABLE=0,
-// NCCL_ALGO=Ring, NCCL_PROTO=Simple (docs/design.md). Built only with LOOPGATE_CUDA.
+// NCCL_ALGO=Ring, NCCL_PROTO=Simple (docs/design.md); cuBLAS's workspace by apply_cublas_determinism. Built only with
+// LOOPGATE_CUDA.
 // Not here: choosing the backend (fixtures do) or anything MPI-only (comm_mpi.h).
 #pragma once
 #include <map>
@@ -26,6 +27,12 @@ std::map<std::string, std::string> cuda_environment();
 
 // Sets NCCL_NVLS_ENABLE=0, NCCL_ALGO=Ring, NCCL_PROTO=Simple where the environment leaves them unset.
 void apply_nccl_determinism_env();
+
+// Deterministic cuBLAS, once per process: CUBLAS_WORKSPACE_CONFIG=:4096:8 where the environment leaves it unset
+// (LibTorch's deterministic algorithms refuse cuBLAS without it), its value kept for cuda_environment(). Then one
+// product and its backward on `device`, the selected GPU, after which the variable may be cleared (the .cpp says
+// when and why). Call after setDeterministicAlgorithms(true).
+void apply_cublas_determinism(c10::Device device);
 
 // One NCCL communicator over the ranks of `comm` (collective over `comm`; the MPI communicator is kept for
 // barrier()). own=true frees `comm` on destruction.
