@@ -255,7 +255,8 @@ void apply_cublas_determinism(c10::Device device) {
   // verdict of its first call, and both threads that issue cuBLAS calls (this one and the autograd engine's for
   // this device) hold their handles. It is then cleared if LibTorch's workspace size without it is the same
   // (:4096:8 and the default are both 32 MiB on Hopper and later); else it stays, which costs only the time.
-  at::Tensor a = at::ones({2, 2}, at::TensorOptions().device(device).requires_grad(true));
+  at::Tensor a = at::ones({2, 2}, at::TensorOptions().device(device));
+  a.set_requires_grad(true);  // an at:: factory ignores requires_grad in its options
   at::mm(a, a).sum().backward();
   const size_t configured = at::cuda::getChosenWorkspaceSize();
   unsetenv("CUBLAS_WORKSPACE_CONFIG");
