@@ -15,6 +15,7 @@
 #include <random>
 #include <regex>
 
+#include "trainer/common/device.h"
 #include "trainer/common/error.h"
 #include "trainer/parallel/comm_mpi.h"  // MpiGroup: NCCL bootstraps over an MPI communicator
 
@@ -255,9 +256,7 @@ void apply_cublas_determinism(c10::Device device) {
   // verdict of its first call, and both threads that issue cuBLAS calls (this one and the autograd engine's for
   // this device) hold their handles. It is then cleared if LibTorch's workspace size without it is the same
   // (:4096:8 and the default are both 32 MiB on Hopper and later); else it stays, which costs only the time.
-  at::Tensor a = at::ones({2, 2}, at::TensorOptions().device(device));
-  a.set_requires_grad(true);  // an at:: factory ignores requires_grad in its options
-  at::mm(a, a).sum().backward();
+  product_and_backward(device);
   const size_t configured = at::cuda::getChosenWorkspaceSize();
   unsetenv("CUBLAS_WORKSPACE_CONFIG");
   if (at::cuda::getChosenWorkspaceSize() != configured)
