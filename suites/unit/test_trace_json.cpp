@@ -173,6 +173,21 @@ TEST(TraceJson, MalformedInputNamesTheField) {
   j["format"] = "loopgate-trace/0";
   EXPECT_THROW(trace_from_json(j), InputError);
   EXPECT_THROW(trace_from_string("{not json"), InputError);
+  // The nested members (read in place, not copied) name themselves too.
+  for (const char* key : {"timer_intervals", "reads_per_site", "fault_verdicts"}) {
+    j = to_json(sample_trace());
+    j["records"][0].erase(key);
+    what.clear();
+    try {
+      trace_from_json(j);
+    } catch (const InputError& e) {
+      what = e.what();
+    }
+    EXPECT_NE(what.find(wrong() ? "lm_loss" : key), std::string::npos) << key << ": " << what;
+  }
+  j = to_json(sample_trace());
+  j.erase("records");
+  EXPECT_THROW(trace_from_json(j), InputError);
 }
 
 }  // namespace

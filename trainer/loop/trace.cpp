@@ -97,8 +97,15 @@ T field(const nlohmann::json& j, const char* key) {
 }
 
 // reads_per_site: {site: count}, each count an integer (see integer()).
+// The member itself, not a copy: field<nlohmann::json> would copy the subtree (a whole Trace's records, once per
+// rank's Trace and per rank at dp64's trace gather).
+const nlohmann::json& member(const nlohmann::json& j, const char* key) {
+  LG_INPUT_CHECK(j.is_object() && j.contains(key), "trace JSON: field '{}' is missing", key);
+  return j.at(key);
+}
+
 std::map<std::string, int64_t> site_counts(const nlohmann::json& j, const char* key) {
-  const auto& counts = field<nlohmann::json>(j, key);
+  const auto& counts = member(j, key);
   LG_INPUT_CHECK(counts.is_object(), "trace JSON: field '{}' is not an object", key);
   std::map<std::string, int64_t> out;
   for (const auto& [site, n] : counts.items()) out[site] = integer<int64_t>(n, std::string(key) + "." + site);
@@ -264,7 +271,7 @@ IterationRecord record_from_json(const nlohmann::json& j) {
   r.skipped = field<bool>(j, "skipped");
   r.nan = field<bool>(j, "nan");
   r.consumed_samples = field<int64_t>(j, "consumed_samples");
-  for (const auto& iv : field<nlohmann::json>(j, "timer_intervals"))
+  for (const auto& iv : member(j, "timer_intervals"))
     r.timer_intervals.push_back({field<std::string>(iv, "name"), field<int64_t>(iv, "seq"), exact_field(iv, "seconds")});
   if (j.contains("timer_window")) {  // absent in Traces written before it existed
     const nlohmann::json& w = j.at("timer_window");
@@ -274,7 +281,7 @@ IterationRecord record_from_json(const nlohmann::json& j) {
   }
   r.reads_per_site = site_counts(j, "reads_per_site");
   if (j.contains("launches_per_site")) r.launches_per_site = site_counts(j, "launches_per_site");
-  for (const auto& v : field<nlohmann::json>(j, "fault_verdicts")) {
+  for (const auto& v : member(j, "fault_verdicts")) {
     const std::string phase = field<std::string>(v, "phase");
     LG_INPUT_CHECK(phase == "before_step" || phase == "after_step",
                    "trace JSON: field 'phase': '{}' is not before_step|after_step", phase);
@@ -287,15 +294,15 @@ IterationRecord record_from_json(const nlohmann::json& j) {
   r.param_checksum_after = checksum_field(j, "param_checksum_after");
   r.exit_decision = field<bool>(j, "exit_decision");
   if (j.contains("collective_groups"))  // present with --record-collectives only
-    for (const auto& g : field<nlohmann::json>(j, "collective_groups")) r.collective_groups.push_back(g.get<std::string>());
+    for (const auto& g : member(j, "collective_groups")) r.collective_groups.push_back(g.get<std::string>());
   if (j.contains("collectives"))
-    for (const auto& c : field<nlohmann::json>(j, "collectives")) {
+    for (const auto& c : member(j, "collectives")) {
       LG_INPUT_CHECK(c.is_string(), "trace JSON: field 'collectives' must hold strings, not {}", c.dump());
       r.collectives.push_back(parse_collective_call(c.get<std::string>()));
     }
   if (j.contains("coord")) r.coord = field<std::string>(j, "coord");  // present with --digests only
   if (j.contains("digests"))
-    for (const auto& d : field<nlohmann::json>(j, "digests")) {
+    for (const auto& d : member(j, "digests")) {
       LG_INPUT_CHECK(d.is_string(), "trace JSON: field 'digests' must hold strings, not {}", d.dump());
       r.digests.push_back(parse_digest_record(d.get<std::string>(), r.iteration));
     }
@@ -331,7 +338,7 @@ Trace trace_from_json(const nlohmann::json& j) {
     t.iterations_past_fault = field<int64_t>(j, "iterations_past_fault");
     LG_INPUT_CHECK(t.iterations_past_fault >= 0, "trace JSON: iterations_past_fault {} < 0", t.iterations_past_fault);
   }
-  for (const auto& r : field<nlohmann::json>(j, "records")) t.records.push_back(record_from_json(r));
+  for (const auto& r : member(j, "records")) t.records.push_back(record_from_json(r));
   return t;
 }
 
