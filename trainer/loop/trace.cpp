@@ -96,7 +96,6 @@ T field(const nlohmann::json& j, const char* key) {
   }
 }
 
-// reads_per_site: {site: count}, each count an integer (see integer()).
 // The member itself, not a copy: field<nlohmann::json> would copy the subtree (a whole Trace's records, once per
 // rank's Trace and per rank at dp64's trace gather).
 const nlohmann::json& member(const nlohmann::json& j, const char* key) {
@@ -104,6 +103,7 @@ const nlohmann::json& member(const nlohmann::json& j, const char* key) {
   return j.at(key);
 }
 
+// reads_per_site: {site: count}, each count an integer (see integer()).
 std::map<std::string, int64_t> site_counts(const nlohmann::json& j, const char* key) {
   const auto& counts = member(j, key);
   LG_INPUT_CHECK(counts.is_object(), "trace JSON: field '{}' is not an object", key);
