@@ -81,26 +81,26 @@ Int integer(const nlohmann::json& v, const std::string& key) {
   return v.is_number_unsigned() ? static_cast<Int>(v.get<uint64_t>()) : static_cast<Int>(v.get<int64_t>());
 }
 
-template <class T>
-T field(const nlohmann::json& j, const char* key) {
-  LG_INPUT_CHECK(j.is_object() && j.contains(key), "trace JSON: field '{}' is missing", key);
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    return integer<T>(j.at(key), key);
-  } else {
-    try {
-      return j.at(key).get<T>();
-    } catch (const nlohmann::json::exception& e) {
-      LG_INPUT_CHECK(false, "trace JSON: field '{}': {}", key, e.what());
-    }
-    return T{};
-  }
-}
-
 // The member itself, not a copy: field<nlohmann::json> would copy the subtree (a whole Trace's records, once per
 // rank's Trace and per rank at dp64's trace gather).
 const nlohmann::json& member(const nlohmann::json& j, const char* key) {
   LG_INPUT_CHECK(j.is_object() && j.contains(key), "trace JSON: field '{}' is missing", key);
   return j.at(key);
+}
+
+template <class T>
+T field(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = member(j, key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return integer<T>(v, key);
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const nlohmann::json::exception& e) {
+      LG_INPUT_CHECK(false, "trace JSON: field '{}': {}", key, e.what());
+    }
+    return T{};
+  }
 }
 
 // reads_per_site: {site: count}, each count an integer (see integer()).
@@ -113,8 +113,7 @@ std::map<std::string, int64_t> site_counts(const nlohmann::json& j, const char* 
 }
 
 double exact_field(const nlohmann::json& j, const char* key) {
-  LG_INPUT_CHECK(j.is_object() && j.contains(key), "trace JSON: field '{}' is missing", key);
-  const auto& v = j.at(key);
+  const auto& v = member(j, key);
   LG_INPUT_CHECK(v.is_object() && v.contains("hex") && v.at("hex").is_string(),
                  "trace JSON: field '{}' has no hex string", key);
   return from_hex(v.at("hex").get<std::string>());
