@@ -253,6 +253,42 @@ RunLog parse_megatron_log(const std::string& text, const std::string& name) {
 
 // ---- golden values (Megatron functional tests; fixtures/golden.cpp writes the same layout + values_hex) ----
 
+namespace {
+
+// Megatron writes the string "nan" for a step it did not record (a resumed run's steps before the resume, a
+// metric logged less often than another): absent, not a NaN value. A NaN loss that was recorded comes from
+// TensorBoard as a float, never as this string.
+bool not_recorded(const nlohmann::json& v) { return v.is_string() && v.get<std::string>() == "nan"; }
+
+// One metric's steps -> values. Current files key values by step; older ones hold a list whose i-th value is
+// step start_step + i * step_interval.
+std::vector<std::pair<int64_t, const nlohmann::json*>> metric_steps(const nlohmann::json& m, const std::string& key,
+                                                                   const std::string& name) {
+  std::vector<std::pair<int64_t, const nlohmann::json*>> out;
+  const nlohmann::json& values = m["values"];
+  if (values.is_array()) {
+    auto integer = [&](const char* field, int64_t fallback) {
+      if (!m.contains(field)) return fallback;
+      LG_INPUT_CHECK(m[field].is_number_integer(), "{}: metric '{}': {} {} is not an integer", name, key, field,
+                     m[field].dump());
+      return m[field].get<int64_t>();
+    };
+    const int64_t start = integer("start_step", 0), interval = integer("step_interval", 1);
+    LG_INPUT_CHECK(interval >= 1, "{}: metric '{}': step_interval {} must be >= 1", name, key, interval);
+    for (size_t i = 0; i < values.size(); ++i)
+      out.emplace_back(start + static_cast<int64_t>(i) * interval, &values[i]);
+    return out;
+  }
+  for (auto v = values.begin(); v != values.end(); ++v) {
+    std::optional<int64_t> step = parse_int(v.key());
+    LG_INPUT_CHECK(step.has_value(), "{}: metric '{}': step '{}' is not an integer", name, key, v.key());
+    out.emplace_back(*step, &*v);
+  }
+  return out;
+}
+
+}  // namespace
+
 RunLog golden_values_run(const nlohmann::json& golden, const std::string& name) {
   RunLog log;
   log.path = name;
@@ -261,27 +297,28 @@ RunLog golden_values_run(const nlohmann::json& golden, const std::string& name) 
   std::map<int64_t, RunEntry> by_step;
   for (auto m = golden.begin(); m != golden.end(); ++m) {
     const std::string& key = m.key();
-    LG_INPUT_CHECK(m->is_object() && m->contains("values") && (*m)["values"].is_object(),
-                   "{}: metric '{}' has no \"values\" object", name, key);
+    if (m->is_number()) continue;  // a run-wide summary of older files (iteration_timing_avg), not a step
+    LG_INPUT_CHECK(m->is_object() && m->contains("values") && ((*m)["values"].is_object() || (*m)["values"].is_array()),
+                   "{}: metric '{}' has no \"values\" object or list", name, key);
     const nlohmann::json* hexes = m->contains("values_hex") ? &(*m)["values_hex"] : nullptr;
-    for (auto v = (*m)["values"].begin(); v != (*m)["values"].end(); ++v) {
-      std::optional<int64_t> step = parse_int(v.key());
-      LG_INPUT_CHECK(step.has_value(), "{}: metric '{}': step '{}' is not an integer", name, key, v.key());
+    for (const auto& [step, v] : metric_steps(*m, key, name)) {
+      if (not_recorded(*v)) continue;
       std::string text = v->is_string() ? v->get<std::string>() : v->dump();
       std::optional<double> value = v->is_number() || v->is_string() ? parse_double(text) : std::nullopt;
-      LG_INPUT_CHECK(value.has_value(), "{}: metric '{}' step {}: value {} is not a number", name, key, *step,
+      LG_INPUT_CHECK(value.has_value(), "{}: metric '{}' step {}: value {} is not a number", name, key, step,
                      v->dump());
       LoggedValue lv{*value, text, false};
-      if (hexes && hexes->contains(v.key())) {
-        const nlohmann::json& h = (*hexes)[v.key()];
+      const std::string step_key = std::to_string(step);
+      if (hexes && hexes->contains(step_key)) {
+        const nlohmann::json& h = (*hexes)[step_key];
         try {
           lv = exact_value(from_hex(h.is_string() ? h.get<std::string>() : h.dump()));
         } catch (const InputError& e) {
-          throw InputError(fmt::format("{}: metric '{}' step {}: values_hex: {}", name, key, *step, e.what()));
+          throw InputError(fmt::format("{}: metric '{}' step {}: values_hex: {}", name, key, step, e.what()));
         }
       }
-      RunEntry& e = by_step[*step];
-      e.iteration = *step;
+      RunEntry& e = by_step[step];
+      e.iteration = step;
       if (key == "lm loss") e.lm_loss = lv;
       else if (key == "params-norm") e.params_norm = lv;
       else if (key == "grad-norm") e.grad_norm = lv;
@@ -293,7 +330,8 @@ RunLog golden_values_run(const nlohmann::json& golden, const std::string& name) 
     }
   }
   for (auto& [step, e] : by_step) log.entries.push_back(std::move(e));
-  LG_INPUT_CHECK(!log.entries.empty(), "{}: golden values with no steps", name);
+  LG_INPUT_CHECK(!log.entries.empty(), "{}: golden values with no recorded step (every value absent or \"nan\")",
+                 name);
   return log;
 }
 
@@ -349,6 +387,24 @@ RunLog trace_run(const Trace& trace, const std::string& name) {
 
 // ---- detection ----
 
+namespace {
+
+// Megatron's inference tests record per request ("0", "1", ...: generated_text, generated_tokens, logprobs) or a
+// single request at the top level, beside throughput and memory: no step of a training run.
+bool inference_golden(const nlohmann::json& j) {
+  if (!j.is_object()) return false;
+  static const char* kFields[] = {"generated_text", "generated_tokens", "logprobs", "throughput"};
+  auto has_field = [&](const nlohmann::json& o) {
+    return o.is_object() && std::any_of(std::begin(kFields), std::end(kFields), [&](const char* f) {
+             return o.contains(f);
+           });
+  };
+  if (has_field(j)) return true;
+  return std::any_of(j.begin(), j.end(), has_field);
+}
+
+}  // namespace
+
 RunLog read_run(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   LG_INPUT_CHECK(in.good(), "{}: cannot open the file (missing?)", path);
@@ -356,6 +412,7 @@ RunLog read_run(const std::string& path) {
   buf << in.rdbuf();
   const std::string text = buf.str();
   const size_t first = text.find_first_not_of(" \t\r\n");
+  LG_INPUT_CHECK(first != std::string::npos, "{}: empty file: no Megatron log line, golden values or Trace", path);
   if (first != std::string::npos && text[first] == '{') {
     nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     LG_INPUT_CHECK(!j.is_discarded(), "{}: starts like JSON but does not parse as JSON", path);
@@ -366,8 +423,13 @@ RunLog read_run(const std::string& path) {
         throw InputError(fmt::format("{}: {}", path, e.what()));
       }
     }
+    LG_INPUT_CHECK(!(j.is_object() && j.empty()), "{}: golden values with no metric (an empty {{}}): nothing to "
+                                                  "compare", path);
     bool metrics = false;
     for (const auto& v : j) metrics = metrics || (v.is_object() && v.contains("values"));
+    LG_INPUT_CHECK(metrics || !inference_golden(j), "{}: Megatron inference golden values (generated tokens, logprobs "
+                                                    "or throughput per request), not training metrics: not compared",
+                   path);
     LG_INPUT_CHECK(metrics, "{}: JSON, but neither a loopgate Trace (no \"records\") nor Megatron golden values (no "
                             "metric with \"values\")", path);
     return golden_values_run(j, path);

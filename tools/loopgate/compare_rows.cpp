@@ -112,17 +112,50 @@ size_t count_runs(const std::vector<CompareRun>& runs, char side) {
 
 // ---- the rows ----
 
+// The first iteration where both sides logged an early-identity field; -1 if none.
+int64_t first_shared_iteration(const std::vector<CompareRun>& runs) {
+  std::set<int64_t> a, b;
+  for (const CompareRun& r : runs)
+    for (const RunEntry& e : r.log.entries)
+      for (const ComparedField& f : fields_judged(FieldRule::kEarlyIdentity))
+        if (e.*f.value) (r.side == 'A' ? a : b).insert(e.iteration);
+  for (int64_t it : a)
+    if (b.count(it)) return it;
+  return -1;
+}
+
+bool shares_any(const std::vector<CompareRun>& runs, int64_t from, int64_t to) {
+  for (int64_t it = from; it <= to; ++it) {
+    bool a = false, b = false;
+    for (const CompareRun& r : runs)
+      if (const RunEntry* e = r.log.find(it))
+        for (const ComparedField& f : fields_judged(FieldRule::kEarlyIdentity))
+          if (e->*f.value) (r.side == 'A' ? a : b) = true;
+    if (a && b) return true;
+  }
+  return false;
+}
+
 CompareRow early_identity(const std::vector<CompareRun>& runs, int64_t k) {
   CompareRow row;
-  row.check = fmt::format("lm loss, params norm @ 1-{}", k);
+  // A resumed run (Megatron's *_2nd golden values, a log that starts at the resume) shares no step in 1-k: its
+  // early window starts at the first step both sides logged, the resume point (or step 0 of older files).
+  int64_t from = 1;
+  if (const int64_t shared = first_shared_iteration(runs); shared >= 0 && !shares_any(runs, 1, k)) {
+    from = shared;
+    row.notes.push_back(fmt::format("no step in 1-{} logged by both sides: the window starts at step {}, the first "
+                                    "both logged (a resumed run's resume point)", k, shared));
+  }
+  const int64_t to = from + k - 1;
+  row.check = fmt::format("lm loss, params norm @ {}-{}", from, to);
   Agreement ag;
   std::set<int64_t> iterations;
-  for (int64_t it = 1; it <= k; ++it)
+  for (int64_t it = from; it <= to; ++it)
     for (const ComparedField& f : fields_judged(FieldRule::kEarlyIdentity))
       if (agree_at(runs, it, f, ag)) iterations.insert(it);
-  row.notes = ag.unlogged;
+  row.notes.insert(row.notes.end(), ag.unlogged.begin(), ag.unlogged.end());
   if (ag.compared == 0) {
-    row.detail = fmt::format("no iteration in 1-{} where both sides logged lm loss or params norm", k);
+    row.detail = fmt::format("no iteration in {}-{} where both sides logged lm loss or params norm", from, to);
     return row;
   }
   std::vector<std::string> its;
