@@ -5,7 +5,7 @@ set -euo pipefail
 # libbenchmark-tools, python3-numpy, python3-scipy: Google Benchmark's compare.py (ci/bench-compare.sh).
 pkgs=(libtorch-dev libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev libbenchmark-tools
       python3-numpy python3-scipy nlohmann-json3-dev libcli11-dev libfmt-dev clang lld ccache ninja-build cmake git
-      python3 libopenblas0-serial chromium
+      python3 python3-dev libopenblas0-serial chromium
       libclang-rt-14-dev)  # libclang-rt: libFuzzer and the sanitizer runtimes (ci/fuzz.sh, preset cpu-asan)
 # fp32 matmul goes through the libblas.so.3 alternative: single-threaded OpenBLAS (6x the reference BLAS's
 # sgemm; the golden values were made with it, golden/*/environment_cpu.json "blas").

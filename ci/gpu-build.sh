@@ -13,6 +13,8 @@ export LOOPGATE_TORCH_PREFIX="${LOOPGATE_TORCH_PREFIX:-$(python3 -c 'import torc
 nccl_dir="$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)"
 extra=()
 [ -n "$nccl_dir" ] && extra+=("-DLOOPGATE_TORCH_NCCL_DIR=$nccl_dir")
+# The sync counter's frame walker reads the frames of the Python that runs the user's program: this one.
+extra+=("-DPython3_EXECUTABLE=$(command -v python3)")
 [ -n "${LOOPGATE_VENDOR_DIR:-}" ] && extra+=("-DLOOPGATE_VENDOR_DIR=$LOOPGATE_VENDOR_DIR")
 cmake --preset gpu "${extra[@]}" > "$R/configure.log" 2>&1 || { tail -40 "$R/configure.log"; exit 1; }
 start=$(date +%s)

@@ -33,12 +33,14 @@ if(CUDAToolkit_FOUND)
   endif()
 endif()
 
-# The injection library: CUPTI + the driver, nothing else (loadable into any CUDA process).
+# The injection library: CUPTI + the driver, nothing else (loadable into any CUDA process), and the Python frame
+# walker (ctest/LoopgatePython.cmake: loopgate_py_stack, built against the Python that will run the user's program).
 function(loopgate_add_cupti_targets)
   add_library(loopgate_sync_inject SHARED ${PROJECT_SOURCE_DIR}/tools/cupti/sync_inject.cpp
                                           ${PROJECT_SOURCE_DIR}/trainer/measure/cupti_core.cpp)
   target_include_directories(loopgate_sync_inject PRIVATE ${PROJECT_SOURCE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
-  target_link_libraries(loopgate_sync_inject PRIVATE CUDA::cupti CUDA::cuda_driver ${CMAKE_DL_LIBS})
+  target_link_libraries(loopgate_sync_inject PRIVATE loopgate_py_stack nlohmann_json::nlohmann_json CUDA::cupti
+                                                     CUDA::cuda_driver ${CMAKE_DL_LIBS})
   set_target_properties(loopgate_sync_inject PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tools/cupti)
 endfunction()
 

@@ -1,16 +1,28 @@
 // libloopgate_sync_inject.so: the CUPTI sync counter loaded into ANY CUDA process, with no relinking:
-//   CUDA_INJECTION64_PATH=/path/libloopgate_sync_inject.so \
-//   NVTX_INJECTION64_PATH=/usr/local/cuda/lib64/libcupti.so  python3 train.py
+//   CUDA_INJECTION64_PATH=/path/libloopgate_sync_inject.so python3 train.py      (or: loopgate syncs -- CMD...)
 // The driver calls InitializeInjection() at cuInit; at exit the library prints host syncs per iteration per
-// call site (stderr, or the file LOOPGATE_CUPTI_OUT; LOOPGATE_CUPTI_CSV adds one CSV row per (iteration, site)).
+// call site (stderr, or the file LOOPGATE_CUPTI_OUT; LOOPGATE_CUPTI_CSV adds one CSV row per (iteration, site);
+// LOOPGATE_CUPTI_JSON the sites with their kinds and Python stacks). In each file name, %p stands for the pid: a
+// job's processes write one file each. A process that counted nothing writes no file (one stderr line).
 //   region of interest  LOOPGATE_CUPTI_ROI: unset = the whole process; "profiler" = between cuProfilerStart and
-//                       cuProfilerStop (cudaProfilerStart/Stop); anything else = inside NVTX ranges of that name.
-//   iterations          each NVTX range push / range start / mark whose name starts with LOOPGATE_CUPTI_ITER
-//                       (default "iteration") begins the next iteration; calls before the first are iteration 0.
-//   call site           the innermost other NVTX range open on the calling thread; else, for calls that count
-//                       (syncs, pageable copies, stalls), the first frame outside libcuda / libcudart / CUPTI /
-//                       this library (dladdr on the return address, demangled; LOOPGATE_CUPTI_SKIP adds
-//                       comma-separated library substrings to skip); else "(other driver calls)".
+//                       cuProfilerStop (cudaProfilerStart/Stop); "iters:A-B" = marked iterations A to B; anything
+//                       else = inside NVTX ranges of that name.
+//   iterations          each call of loopgate_sync_iteration() (the Python shim calls it on entry to a named
+//                       function, Megatron's train_step by default), or each NVTX range push / start / mark whose
+//                       name starts with LOOPGATE_CUPTI_ITER (default "iteration"), begins the next iteration;
+//                       calls before the first are iteration 0.
+//   call site           for calls that count (syncs, pageable copies, stalls): the innermost Python frame of the
+//                       calling thread outside PyTorch's own Python (py_stack.h; LOOPGATE_PY_SKIP adds
+//                       comma-separated path substrings to skip), "file:line function"; else the innermost named
+//                       NVTX range open on the thread; else the first native frame outside libcuda / libcudart /
+//                       CUPTI / this library (dladdr, demangled; LOOPGATE_CUPTI_SKIP adds library substrings).
+//                       Each site carries what the sync was (its kind): .item() (a device-to-host copy of at most
+//                       8 bytes, then the stream's synchronize), a larger D2H copy + sync, a pageable copy, a
+//                       stream / event / device synchronize, a synchronous copy, or a stall (another call that
+//                       blocked >= LOOPGATE_CUPTI_SLOW_US, default 500).
+//   subscription        only the driver calls that can block (copies, synchronizes, allocation, profiler start and
+//                       stop); LOOPGATE_CUPTI_LAUNCHES=1 adds kernel and graph launches, LOOPGATE_CUPTI_ALL_CALLS=1
+//                       every driver call (the cost of a callback on each, cuCtxGetDevice above all).
 // NVTX callbacks need NVTX_INJECTION64_PATH pointing at libcupti.so; InitializeInjection sets it when unset,
 // which covers programs whose first NVTX call comes after CUDA starts.
 // One CUPTI subscriber per process: with this library loaded, the PyTorch profiler cannot subscribe.
@@ -21,6 +33,8 @@
 #include <generated_nvtx_meta.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -30,9 +44,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tools/cupti/py_stack.h"
 #include "trainer/measure/cupti_core.h"
 
 namespace {
+
+// Marked iterations (loopgate_sync_iteration), counted before and after the injection starts.
+std::atomic<int64_t> g_marked_iterations{0};
 
 using loopgate::cupti::CallKind;
 
@@ -41,11 +59,91 @@ std::string env_or(const char* name, const char* fallback) {
   return v && *v ? v : fallback;
 }
 
+std::vector<std::string> split_csv(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; !text.empty() && pos != std::string::npos;) {
+    const size_t next = text.find(',', pos);
+    std::string item = text.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+    if (!item.empty()) out.push_back(item);
+    pos = next == std::string::npos ? next : next + 1;
+  }
+  return out;
+}
+
+// "%p" -> the pid, so each process of a job writes its own file.
+std::string per_process(std::string path) {
+  for (size_t at = path.find("%p"); at != std::string::npos; at = path.find("%p", at))
+    path.replace(at, 2, std::to_string(getpid()));
+  return path;
+}
+
+// The copy a thread issued last: a synchronize right after a device-to-host copy on the same stream is that
+// copy's wait (torch's .item() and .cpu() are an async copy, then cudaStreamSynchronize).
+struct LastCopy {
+  bool d2h = false;
+  size_t bytes = 0;
+  CUstream stream = nullptr;
+};
+thread_local LastCopy t_last_copy;
+thread_local std::string t_kind;  // what the call being attributed was
+
+LastCopy copy_of(CUpti_CallbackId cbid, const void* params) {
+  LastCopy c;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz: {
+      const auto* p = static_cast<const cuMemcpyDtoHAsync_v2_params*>(params);
+      c = {true, p->ByteCount, p->hStream};
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz: {
+      const auto* p = static_cast<const cuMemcpyAsync_params*>(params);
+      unsigned int type = 0;  // the destination is host memory unless the driver knows it as device memory
+      const bool dst_device = cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p->dst) == CUDA_SUCCESS &&
+                              type == CU_MEMORYTYPE_DEVICE;
+      c = {!dst_device, p->ByteCount, p->hStream};
+      break;
+    }
+    default: break;
+  }
+  return c;
+}
+
+// What a blocking call was, named as a PyTorch user knows it.
+std::string kind_of(CUpti_CallbackId cbid, const void* params, loopgate::cupti::CallKind kind, const char* function) {
+  using loopgate::cupti::CallKind;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz: {
+      const CUstream stream = static_cast<const cuStreamSynchronize_params*>(params)->hStream;
+      if (t_last_copy.d2h && t_last_copy.stream == stream)
+        return t_last_copy.bytes <= 8 ? ".item() (scalar D2H + stream sync)" : "D2H copy + stream sync";
+      return "stream synchronize";
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize: return "event synchronize";
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2: return "device synchronize";
+    default: break;
+  }
+  if (kind == CallKind::kSyncMemcpy) return std::string("synchronous copy (") + (function ? function : "?") + ")";
+  if (kind == CallKind::kPageableAsync) return std::string("pageable copy (") + (function ? function : "?") + ")";
+  return std::string("stall (") + (function ? function : "?") + ")";
+}
+
+// One row of the JSON: a site and kind, with the Python stack of its first sync.
+struct SiteInfo {
+  std::string site, kind;
+  std::vector<std::string> stack;
+};
+
 struct Injection : loopgate::cupti::Hooks {
   loopgate::cupti::Engine engine;
   std::string roi = env_or("LOOPGATE_CUPTI_ROI", "");
   std::string iter_prefix = env_or("LOOPGATE_CUPTI_ITER", "iteration");
   std::vector<std::string> skip_libs;
+  std::vector<std::string> skip_python = {"/torch/", "loopgate_pyshim"};
+  int64_t roi_first = 0, roi_last = -1;  // ROI "iters:A-B"
   std::atomic<int> roi_depth{0};
   std::atomic<bool> profiler_on{false};
   std::atomic<int64_t> iteration{0};
@@ -53,30 +151,47 @@ struct Injection : loopgate::cupti::Hooks {
   std::mutex sym_mu;
   std::unordered_map<void*, std::string> sym_cache;
 
+  std::mutex info_mu;
+  std::unordered_map<std::string, SiteInfo> site_info;  // keyed as the table is: "site  [kind]"
+  std::string python_note;
+
+  bool iteration_roi() const { return roi_last >= roi_first && roi.rfind("iters:", 0) == 0; }
   bool in_roi() const {
     if (roi.empty()) return true;
     if (roi == "profiler") return profiler_on.load();
+    if (iteration_roi()) {
+      const int64_t it = iteration.load();
+      return it >= roi_first && it <= roi_last;
+    }
     return roi_depth.load() > 0;
+  }
+  bool nvtx_roi() const { return !roi.empty() && roi != "profiler" && !iteration_roi(); }
+
+  // A marked iteration: the counter follows the marker alone (NVTX markers are then ignored).
+  void marked_iteration(int64_t n) {
+    iteration.store(n);
+    if (in_roi()) iterations_seen.fetch_add(1);
   }
 
   // ---- NVTX: region, iterations, site stack ----
   static thread_local std::vector<std::string> t_stack;
 
   void push(const char* name) {
-    std::string n = name ? name : "(unnamed range)";
-    if (!roi.empty() && roi != "profiler" && n == roi) roi_depth.fetch_add(1);
-    if (n.rfind(iter_prefix, 0) == 0) begin_iteration();
+    std::string n = name ? name : "";  // an unnamed range (NCCL's own) names no site
+    if (nvtx_roi() && n == roi) roi_depth.fetch_add(1);
+    if (!n.empty() && n.rfind(iter_prefix, 0) == 0) begin_iteration();
     t_stack.push_back(std::move(n));
   }
   void pop() {
     if (t_stack.empty()) return;
-    if (!roi.empty() && roi != "profiler" && t_stack.back() == roi) roi_depth.fetch_sub(1);
+    if (nvtx_roi() && t_stack.back() == roi) roi_depth.fetch_sub(1);
     t_stack.pop_back();
   }
   void mark(const char* name) {
     if (name && std::string(name).rfind(iter_prefix, 0) == 0) begin_iteration();
   }
   void begin_iteration() {
+    if (g_marked_iterations.load() > 0) return;  // the function marker counts iterations
     if (!in_roi()) return;  // iteration markers outside the region do not count
     iteration.store(iterations_seen.fetch_add(1) + 1);
   }
@@ -114,7 +229,7 @@ struct Injection : loopgate::cupti::Hooks {
 
   std::string innermost_range() const {
     for (auto it = t_stack.rbegin(); it != t_stack.rend(); ++it) {
-      if (!roi.empty() && *it == roi) continue;
+      if (it->empty() || (!roi.empty() && *it == roi)) continue;
       if (it->rfind(iter_prefix, 0) == 0) continue;
       return *it;
     }
@@ -160,36 +275,114 @@ struct Injection : loopgate::cupti::Hooks {
     return "(unknown frame)";
   }
 
+  void on_driver_call(CUpti_CallbackId cbid, const void* params, CallKind kind) override {
+    const char* name = nullptr;
+    if (kind != CallKind::kSynchronize) cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name);
+    t_kind = kind_of(cbid, params, kind, name);
+    const LastCopy copy = copy_of(cbid, params);
+    if (copy.bytes > 0) t_last_copy = copy;
+    else if (kind != CallKind::kOther) t_last_copy = LastCopy{};  // a sync consumes the copy before it
+  }
+
+  // The Python site and stack of the calling thread; false when it runs no Python outside the skipped files.
+  bool python_site(std::string* site, std::vector<std::string>* stack) const {
+    const std::vector<loopgate::pystack::Frame> frames = loopgate::pystack::current_frames();
+    const loopgate::pystack::Frame* user = loopgate::pystack::innermost_outside(frames, skip_python);
+    if (user == nullptr) return false;
+    *site = loopgate::pystack::site_text(*user);
+    for (const loopgate::pystack::Frame& f : frames) stack->push_back(loopgate::pystack::site_text(f));
+    return true;
+  }
+
   bool attribute(CallKind kind, double ms, int64_t* it, std::string* site) override {
     if (!in_roi()) return false;
     *it = iteration.load();
-    *site = innermost_range();
-    if (site->empty()) {
-      const bool matters = kind != CallKind::kOther || ms >= engine.slow_call_ms();
-      *site = matters ? calling_frame() : "(other driver calls)";
+    const bool matters = kind != CallKind::kOther || ms >= engine.slow_call_ms();
+    if (!matters) {
+      *site = "(other driver calls)";
+      return true;
     }
+    std::vector<std::string> stack;
+    if (!python_site(site, &stack)) {
+      *site = innermost_range();
+      if (site->empty()) *site = calling_frame();
+    }
+    const std::string key = *site + "  [" + t_kind + "]";
+    {
+      std::lock_guard<std::mutex> lock(info_mu);
+      if (site_info.find(key) == site_info.end()) site_info[key] = SiteInfo{*site, t_kind, std::move(stack)};
+    }
+    *site = key;
     return true;
+  }
+
+  nlohmann::json json_report(const loopgate::SyncTable& table, const std::string& region) {
+    nlohmann::json sites = nlohmann::json::array();
+    std::map<std::string, nlohmann::json> rows;
+    for (const auto& [iter, by_site] : table)
+      for (const auto& [key, t] : by_site) {
+        if (t.syncs() + t.pageable_async + t.stalls == 0) continue;
+        nlohmann::json& r = rows[key];
+        if (r.is_null()) {
+          std::lock_guard<std::mutex> lock(info_mu);
+          const SiteInfo& info = site_info[key];
+          r = {{"site", info.site}, {"kind", info.kind}, {"stack", info.stack}, {"per_iteration", nlohmann::json::object()},
+               {"syncs", 0}, {"pageable", 0}, {"stalls", 0}, {"blocked_ms", 0.0}};
+        }
+        r["per_iteration"][std::to_string(iter)] = t.syncs() + t.pageable_async + t.stalls;
+        r["syncs"] = r["syncs"].get<int64_t>() + t.syncs();
+        r["pageable"] = r["pageable"].get<int64_t>() + t.pageable_async;
+        r["stalls"] = r["stalls"].get<int64_t>() + t.stalls;
+        r["blocked_ms"] = r["blocked_ms"].get<double>() + t.sync_ms;
+      }
+    for (auto& [key, r] : rows) sites.push_back(std::move(r));
+    std::vector<int64_t> iterations;
+    for (const auto& [iter, by_site] : table) iterations.push_back(iter);
+    return {{"format", "loopgate-syncs/1"}, {"pid", static_cast<int>(getpid())}, {"region", region},
+            {"iterations_seen", iterations_seen.load()}, {"iterations", iterations},
+            {"python", python_note.empty() ? "read" : python_note}, {"sites", sites}};
   }
 
   void report() {
     engine.set_paused(true);
     loopgate::SyncTable table = engine.table();
-    std::string region = roi.empty() ? "whole process" : roi == "profiler" ? "cuProfilerStart..Stop"
-                                                                            : "NVTX range \"" + roi + "\"";
-    char title[512];
+    std::string region = roi.empty()           ? "whole process"
+                         : roi == "profiler"   ? "cuProfilerStart..Stop"
+                         : iteration_roi()     ? "marked iterations " + std::to_string(roi_first) + "-" + std::to_string(roi_last)
+                                               : "NVTX range \"" + roi + "\"";
+    bool counted = false;
+    for (const auto& [iter, by_site] : table)
+      for (const auto& [key, t] : by_site) counted = counted || t.syncs() + t.pageable_async + t.stalls > 0;
+    if (!counted) {  // a helper process (a data loader, a compiler) or a region that never opened
+      std::fprintf(stderr, "loopgate-cupti: pid %d counted no host sync in its region (%s); no table written\n",
+                   static_cast<int>(getpid()), region.c_str());
+      return;
+    }
+    char title[640];
     std::snprintf(title, sizeof title,
-                  "loopgate-cupti: host syncs per iteration per call site (pid %d; region: %s; iterations: NVTX "
-                  "\"%s*\", %lld seen; stalls: other calls >= %.3f ms)",
-                  static_cast<int>(getpid()), region.c_str(), iter_prefix.c_str(),
-                  static_cast<long long>(iterations_seen.load()), engine.slow_call_ms());
+                  "loopgate-cupti: host syncs per iteration per call site (pid %d; region: %s; iterations: %s, %lld "
+                  "seen; Python sites: %s; stalls: other calls >= %.3f ms)",
+                  static_cast<int>(getpid()), region.c_str(),
+                  g_marked_iterations.load() > 0 ? "marked function" : ("NVTX \"" + iter_prefix + "*\"").c_str(),
+                  static_cast<long long>(iterations_seen.load()), python_note.empty() ? "read" : python_note.c_str(),
+                  engine.slow_call_ms());
     std::string text = loopgate::format_sync_table(table, title, {}, 16);
     text += loopgate::format_driver_calls(engine.driver_calls(), 14);
-    std::string out = env_or("LOOPGATE_CUPTI_OUT", "");
+    std::string out = per_process(env_or("LOOPGATE_CUPTI_OUT", ""));
     FILE* f = out.empty() ? stderr : std::fopen(out.c_str(), "a");
     if (f == nullptr) f = stderr;
     std::fputs(text.c_str(), f);
     if (f != stderr) std::fclose(f);
-    std::string csv = env_or("LOOPGATE_CUPTI_CSV", "");
+    std::string json = per_process(env_or("LOOPGATE_CUPTI_JSON", ""));
+    if (!json.empty()) {
+      std::FILE* j = std::fopen(json.c_str(), "w");
+      if (j) {
+        std::fputs(json_report(table, region).dump(1).c_str(), j);
+        std::fputs("\n", j);
+        std::fclose(j);
+      }
+    }
+    std::string csv = per_process(env_or("LOOPGATE_CUPTI_CSV", ""));
     if (!csv.empty()) {
       FILE* c = std::fopen(csv.c_str(), "w");
       if (c) {
@@ -226,14 +419,23 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   if (dladdr(reinterpret_cast<void*>(&cuptiSubscribe_v2), &cupti_lib) != 0 && cupti_lib.dli_fname)
     setenv("NVTX_INJECTION64_PATH", cupti_lib.dli_fname, /*overwrite=*/0);
   auto* inj = new Injection();  // never freed: callbacks may run during process teardown
-  std::string skip = env_or("LOOPGATE_CUPTI_SKIP", "");
-  for (size_t pos = 0; !skip.empty() && pos != std::string::npos;) {
-    size_t next = skip.find(',', pos);
-    std::string item = skip.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
-    if (!item.empty()) inj->skip_libs.push_back(item);
-    pos = next == std::string::npos ? next : next + 1;
+  inj->skip_libs = split_csv(env_or("LOOPGATE_CUPTI_SKIP", ""));
+  for (const std::string& s : split_csv(env_or("LOOPGATE_PY_SKIP", ""))) inj->skip_python.push_back(s);
+  if (inj->roi.rfind("iters:", 0) == 0) {
+    long long a = 0, b = -1;
+    if (std::sscanf(inj->roi.c_str() + 6, "%lld-%lld", &a, &b) != 2 || a < 1 || b < a) {
+      std::fprintf(stderr, "loopgate-cupti: LOOPGATE_CUPTI_ROI '%s': expected iters:A-B with 1 <= A <= B\n",
+                   inj->roi.c_str());
+      delete inj;
+      return 0;
+    }
+    inj->roi_first = a;
+    inj->roi_last = b;
   }
+  inj->python_note = loopgate::pystack::unavailable_reason();
   inj->engine.set_slow_call_us(loopgate::cupti::slow_call_us_from_env());
+  if (env_or("LOOPGATE_CUPTI_ALL_CALLS", "") != "1")
+    inj->engine.set_counted_calls_only(env_or("LOOPGATE_CUPTI_LAUNCHES", "") == "1");
   std::string why;
   if (!inj->engine.start("loopgate-sync-inject", inj, /*want_nvtx=*/true, &why)) {
     std::fprintf(stderr, "loopgate-cupti: cannot count syncs in this process: %s\n", why.c_str());
@@ -241,6 +443,14 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     return 0;
   }
   g_injection = inj;
+  const int64_t marked = g_marked_iterations.load();
+  if (marked > 0) inj->marked_iteration(marked);
   std::atexit(at_exit_report);
   return 1;
+}
+
+// The iteration marker: the Python shim (tools/cupti/pyshim) calls it on entry to the marked function.
+extern "C" __attribute__((visibility("default"))) void loopgate_sync_iteration(void) {
+  const int64_t n = g_marked_iterations.fetch_add(1) + 1;
+  if (g_injection) g_injection->marked_iteration(n);
 }

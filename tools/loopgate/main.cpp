@@ -5,6 +5,7 @@
 //   loopgate ab A B                                        step time of two runs' files: medians, shift, Mann-Whitney
 //   loopgate compare --a A1 [A2..] --b B1 [B2..]           did the change keep the numbers (Megatron logs, Traces)
 //   loopgate report --gate gate.json [--out report.html]  one self-contained HTML page from a gate run
+//   loopgate syncs [flags] -- CMD...                       host syncs per iteration per Python site of a CUDA program
 // Flags keep Megatron's names where Megatron has the flag. Bad input: one line on stderr, exit 2, before any work
 // (run_flags.h, validate.h, paths.h; docs/cli.md). `loopgate cli-reference` prints every flag as Markdown.
 #include <CLI/CLI.hpp>
@@ -24,6 +25,7 @@
 #include "tools/loopgate/run_flags.h"
 #include "tools/loopgate/gpu.h"
 #include "tools/loopgate/report.h"
+#include "tools/loopgate/syncs.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
@@ -176,6 +178,8 @@ int main(int argc, char** argv) {
   CLI::App* report = app.add_subcommand("report", "write one self-contained HTML page from `loopgate gate --json` output");
   report->add_option("--gate", ro.gate_json, "the JSON written by `loopgate gate --json` (readable)")->required();
   report->add_option("--out", ro.out, "the HTML file (default: report.html beside the gate JSON; checked writable first)");
+  SyncsOptions sy;
+  CLI::App* syncs = add_syncs_command(app, sy);
   CLI::App* reference = app.add_subcommand("cli-reference", "print every subcommand's options as Markdown")->group("");
 
   SelftestOptions so;
@@ -252,6 +256,10 @@ int main(int argc, char** argv) {
       return cmd_ab_phases(abp);
     }
     if (*compare) return cmd_compare(cmp);
+    if (*syncs) {
+      sy.self_exe = self;
+      return cmd_syncs(sy);
+    }
     if (*report) return cmd_report(ro);
     if (*golden) {
       gd.self_exe = self;

@@ -262,8 +262,7 @@ bool Engine::start(const char* name, Hooks* hooks, bool want_nvtx, std::string* 
     subscriber_ = nullptr;
     return false;
   }
-  // Every driver call: each one is timed, so a call that blocks without being a "sync" still shows.
-  rc = cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);
+  rc = enable_driver_calls();
   if (rc == CUPTI_SUCCESS && want_nvtx) rc = cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_NVTX);
   if (rc != CUPTI_SUCCESS) {
     if (why) *why = "cuptiEnableDomain failed: " + cupti_error_text(rc);
@@ -273,6 +272,32 @@ bool Engine::start(const char* name, Hooks* hooks, bool want_nvtx, std::string* 
   }
   active_.store(true);
   return true;
+}
+
+bool counted_call_name(const char* name, bool launches) {
+  if (name == nullptr) return false;
+  auto starts = [&](const char* p) { return std::strncmp(name, p, std::strlen(p)) == 0; };
+  if (starts("cuMemcpy") || starts("cu64Memcpy") || std::strstr(name, "Synchronize") != nullptr) return true;
+  if (starts("cuProfilerStart") || starts("cuProfilerStop")) return true;
+  // Allocation can block: cuMemFree waits for the device, pinned host allocation maps pages.
+  if (starts("cuMemAlloc") || starts("cuMemFree") || starts("cuMemHostAlloc") || starts("cuMemHostRegister") ||
+      starts("cuMemHostUnregister"))
+    return true;
+  return launches && (starts("cuLaunch") || starts("cuGraphLaunch"));
+}
+
+// Every driver call by default: each one is timed, so a call that blocks without being a "sync" still shows.
+// Counted calls only: one callback per call that can block (and per launch, if asked).
+CUptiResult Engine::enable_driver_calls() {
+  if (!counted_only_) return cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);
+  for (int id = 1; id < static_cast<int>(CUPTI_DRIVER_TRACE_CBID_SIZE); ++id) {
+    const char* name = nullptr;
+    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, static_cast<uint32_t>(id), &name) != CUPTI_SUCCESS) continue;
+    if (!counted_call_name(name, count_launches_)) continue;
+    const CUptiResult rc = cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, static_cast<CUpti_CallbackId>(id));
+    if (rc != CUPTI_SUCCESS) return rc;
+  }
+  return CUPTI_SUCCESS;
 }
 
 bool Engine::set_runtime_calls(bool on, std::string* why) {
@@ -318,6 +343,7 @@ void Engine::on_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
   t_in_callback = true;
   const CallKind kind = classify_driver_call(cbid, d->functionParams);
   if (kind != CallKind::kOther) hooks_->on_blocking_call(kind, t1 - t0);
+  hooks_->on_driver_call(cbid, d->functionParams, kind);
   const bool copy = d->functionName && (std::strncmp(d->functionName, "cuMemcpy", 8) == 0 ||
                                         std::strncmp(d->functionName, "cuMemset", 8) == 0);
   if (copy || launch_kind(cbid) != LaunchKind::kNone) hooks_->on_issue(d->correlationId);

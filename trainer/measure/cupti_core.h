@@ -44,6 +44,9 @@ class Hooks {
   // A call that may have put work on a stream (a driver launch or copy/memset call; with runtime calls on, every
   // runtime call), at API exit: its correlation id is the one CUPTI's activity record of that work carries.
   virtual void on_issue(uint32_t /*correlation_id*/) {}
+  // Every driver call not paused, at API exit, before attribute(): the call itself, for hooks that name what a
+  // sync was from the calls before it (the injection library: a small device-to-host copy, then the sync).
+  virtual void on_driver_call(CUpti_CallbackId /*cbid*/, const void* /*params*/, CallKind /*kind*/) {}
   virtual void on_nvtx(CUpti_CallbackId /*cbid*/, const void* /*nvtx_data*/) {}
   virtual void on_profiler(bool /*start*/) {}  // cuProfilerStart / cuProfilerStop
 };
@@ -59,6 +62,13 @@ class Engine {
   // runtime call's correlation id rather than the driver call's. False with *why when CUPTI refuses.
   bool set_runtime_calls(bool on, std::string* why);
   void set_slow_call_us(double us) { slow_ms_.store(us / 1000.0); }
+  // Before start(): subscribe only to the driver calls that can block the host (synchronizes, copies, host and
+  // device allocation, profiler start/stop) and, with `launches`, kernel and graph launches, instead of every
+  // driver call. A PyTorch program makes far more other calls (cuCtxGetDevice above all), each one a callback.
+  void set_counted_calls_only(bool launches) {
+    counted_only_ = true;
+    count_launches_ = launches;
+  }
   double slow_call_ms() const { return slow_ms_.load(); }
 
   SyncTable table() const;
@@ -73,10 +83,15 @@ class Engine {
   Hooks* hooks_ = nullptr;
   std::atomic<bool> active_{false}, paused_{false};
   std::atomic<double> slow_ms_{0.5};
+  bool counted_only_ = false, count_launches_ = false;
+  CUptiResult enable_driver_calls();
   mutable std::mutex mu_;
   SyncTable table_;
   std::map<CUpti_CallbackId, DriverCallTally> calls_;
 };
+
+// Whether a driver function (by name) is one set_counted_calls_only subscribes to.
+bool counted_call_name(const char* name, bool launches);
 
 // Slow-call threshold from LOOPGATE_CUPTI_SLOW_US (default 500 us).
 double slow_call_us_from_env();

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Real Megatron-LM on one GPU under `loopgate syncs`: the host syncs per iteration per Python site, and the
+# counter's overhead as alternating runs (plain, counted, plain, counted, ...) of the same job.
+#   bash ci/megatron-syncs.sh MEGATRON_CHECKOUT OUT_DIR [ROUNDS]     (ROUNDS alternating pairs, default 0)
+# MEGATRON_CHECKOUT holds megatron/ and pretrain_gpt.py (docs/megatron.md: how to get one). The model is small
+# (4 layers x 512, sequence 1024, global batch 16, 30 iterations) and runs with PyTorch alone: no Transformer
+# Engine, no Apex. MEGATRON_EXTRA_ARGS adds flags (e.g. "--log-interval 20"); LOOPGATE is the loopgate to use
+# (default build/gpu/tools/loopgate); SYNC_ITERS the counted iterations (default 10-15).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+M=$(realpath "$1") OUT=$(realpath -m "$2") ROUNDS=${3:-0}
+LG=$(realpath "${LOOPGATE:-build/gpu/tools/loopgate}")
+mkdir -p "$OUT"
+# Megatron's dataset index helper, compiled once against this Python (megatron/core/datasets/Makefile's rule).
+(cd "$M/megatron/core/datasets" &&
+  suffix=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))") &&
+  { [ -f "helpers_cpp$suffix" ] || g++ -O3 -shared -std=c++17 -fPIC $(python3 -m pybind11 --includes) helpers.cpp \
+      -o "helpers_cpp$suffix"; })
+export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29517}
+export CUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+ARGS=(--transformer-impl local --no-persist-layer-norm --no-masked-softmax-fusion --no-gradient-accumulation-fusion
+      --deterministic-mode --mock-data --tokenizer-type NullTokenizer --vocab-size 8192 --bf16
+      --num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024
+      --micro-batch-size 4 --global-batch-size 16 --train-iters 30 --lr 1.0e-4 --min-lr 1.0e-5 --lr-decay-style cosine
+      --lr-warmup-iters 5 --log-interval 1 --eval-iters 0 --eval-interval 1000 --split 949,50,1 --seed 1234
+      --log-params-norm --log-num-zeros-in-grad --distributed-backend nccl ${MEGATRON_EXTRA_ARGS:-})
+plain() { (cd "$M" && python3 pretrain_gpt.py "${ARGS[@]}") > "$1" 2>&1; }
+counted() {
+  (cd "$M" && "$LG" syncs --iters "${SYNC_ITERS:-10-15}" --out-dir "$OUT/tables-$2" --json "$OUT/syncs-$2.json" \
+      -- python3 pretrain_gpt.py "${ARGS[@]}") > "$1" 2>&1
+}
+start=$(date +%s)
+rc=0
+counted "$OUT/counted.log" run || rc=$?
+echo "megatron-syncs: counted run in $(( $(date +%s) - start )) s, exit $rc"
+[ $rc = 0 ] || tail -30 "$OUT/counted.log"
+sed -n '/^loopgate syncs:/,$p' "$OUT/counted.log" | grep -v "^ \[" | head -60
+for r in $(seq 1 "$ROUNDS"); do
+  plain "$OUT/plain-$r.log"
+  counted "$OUT/counted-$r.log" "round$r"
+done
+if [ "$ROUNDS" -gt 0 ]; then
+  # Per run: the median elapsed ms per iteration over iterations 3-30 (the first two warm up).
+  python3 - "$OUT" "$ROUNDS" <<'PY'
+import re, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+pat = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*elapsed time per iteration \(ms\): ([\d.]+)")
+def med(path):
+    v = [float(m.group(2)) for m in map(pat.search, open(path)) if m and int(m.group(1)) >= 3]
+    return statistics.median(v), len(v)
+p = [med(f"{out}/plain-{r}.log") for r in range(1, rounds + 1)]
+c = [med(f"{out}/counted-{r}.log") for r in range(1, rounds + 1)]
+for r in range(rounds):
+    print(f"round {r+1}: plain {p[r][0]:.2f} ms/iter ({p[r][1]} its), counted {c[r][0]:.2f} ms/iter, ratio {c[r][0]/p[r][0]:.4f}")
+mp, mc = statistics.median(x for x, _ in p), statistics.median(x for x, _ in c)
+print(f"overhead: median of run medians plain {mp:.2f}, counted {mc:.2f} ms/iter: ratio {mc/mp:.4f} ({rounds} pairs, alternating)")
+PY
+  "$LG" compare --a "$OUT"/plain-*.log --b "$OUT"/counted-*.log > "$OUT/compare-plain-counted.txt" 2>&1 || true
+  grep -E "^(lm loss|learning rate|nan|grad norm|step time|checks run)" "$OUT/compare-plain-counted.txt" || true
+fi

@@ -1,0 +1,39 @@
+// `loopgate syncs [flags] -- CMD...`: host syncs per iteration per Python site of any CUDA program, PyTorch and
+// Megatron-LM included, with no edit of its source: CMD runs with the injection library (tools/cupti) and the
+// Python shim that marks each call of a named function as an iteration; each process writes its table, and the
+// merged table is printed. `loopgate syncs --diff A.json B.json`: two runs' tables side by side, per site.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+namespace loopgate {
+
+struct SyncsOptions {
+  std::vector<std::string> command;
+  std::string iter_fn = "megatron.training.training:train_step";
+  std::string iters;                // "A-B": the marked iterations counted (default: every one)
+  std::string out_dir = "loopgate-syncs";
+  std::string json_path, csv_path;  // the merged table
+  std::vector<std::string> diff;    // two tables
+  std::string inject_lib;           // default: beside this executable's build
+  bool launches = false;
+  std::string self_exe;
+};
+
+CLI::App* add_syncs_command(CLI::App& app, SyncsOptions& o);
+int cmd_syncs(const SyncsOptions& o);  // CMD's exit code, 1 if nothing was counted, 2 bad input
+
+// One (site, kind) row of a table: syncs per iteration, averaged over the processes that counted (exposed for tests).
+struct SyncSiteRow {
+  std::string site, kind;
+  double per_iteration = 0;
+  int64_t total = 0;
+};
+std::vector<SyncSiteRow> sync_site_rows(const nlohmann::json& table, const std::string& name);
+std::string format_sync_diff(const std::vector<SyncSiteRow>& a, const std::vector<SyncSiteRow>& b,
+                             const std::string& name_a, const std::string& name_b);
+
+}  // namespace loopgate
