@@ -248,6 +248,10 @@ std::string ab_sentence(const AbStats& s, const AbWording& w) {
   const double widest = std::max({std::fabs(s.shift), std::fabs(s.ci_low), std::fabs(s.ci_high)});
   const int ds = std::max(dm, decimals_for(widest, 2));
   const bool lower = s.ratio < 1.0 || (s.ratio == 1.0 && s.shift < 0);
+  if (w.descriptive)
+    return fmt::format("Windows of one run per side (not independent samples; descriptive, no verdict): median {:.{}f} "
+                       "vs {:.{}f} {} (ratio {:.3f}); window-level Mann-Whitney p = {} ({} v {} windows).",
+                       s.median_b, dm, s.median_a, dm, w.unit, s.ratio, p_text(s.p_value), s.n_a, s.n_b);
   std::string head = s.significant
                          ? fmt::format("{} is {:.1f} % {} than {}", w.name_b, std::fabs(1.0 - s.ratio) * 100.0,
                                        lower ? w.lower : w.higher, w.name_a)
@@ -265,6 +269,48 @@ std::string ab_sentence(const AbStats& s, const AbWording& w) {
     out += fmt::format(" {} v {} cannot reach p < {:g} (the smallest possible p is {}): take more samples.", s.n_a,
                        s.n_b, s.alpha, p_text(s.min_p));
   return out;
+}
+
+const char* step_time_verdict_name(StepTimeVerdictKind k) {
+  switch (k) {
+    case StepTimeVerdictKind::kFaster: return "faster";
+    case StepTimeVerdictKind::kSlower: return "slower";
+    case StepTimeVerdictKind::kEquivalent: return "equivalent";
+    case StepTimeVerdictKind::kNotEnoughData: return "not enough data";
+  }
+  return "?";
+}
+
+StepTimeVerdict step_time_verdict(const std::vector<double>& a, const std::vector<double>& b, double alpha, double delta) {
+  StepTimeVerdict v;
+  v.runs_a = static_cast<int64_t>(a.size());
+  v.runs_b = static_cast<int64_t>(b.size());
+  if (a.size() < 2 || b.size() < 2) {
+    v.sentence = fmt::format("not enough data: {} v {} run(s); runs are the unit (a run's windows are not independent "
+                             "samples), and a side needs >= 2 runs (>= 4 to reach p < 0.05)", a.size(), b.size());
+    return v;
+  }
+  const AbStats test = ab_statistics(a, b, alpha);
+  const AbStats tost = ab_statistics(a, b, std::min(0.5, 2.0 * alpha));
+  const double bound = delta * test.median_a;
+  if (test.significant) {
+    v.kind = test.shift < 0 ? StepTimeVerdictKind::kFaster : StepTimeVerdictKind::kSlower;
+    v.sentence = fmt::format("{}: median of run medians {:.3f} vs {:.3f} (ratio {:.4f}); Mann-Whitney on runs p = {:.4g} "
+                             "({} v {} runs) < {:g}", step_time_verdict_name(v.kind), test.median_b, test.median_a,
+                             test.ratio, test.p_value, a.size(), b.size(), alpha);
+  } else if (tost.ci_reaches_level && tost.ci_low > -bound && tost.ci_high < bound) {
+    v.kind = StepTimeVerdictKind::kEquivalent;
+    v.sentence = fmt::format("equivalent: no difference larger than {:g} % (the {:g} % interval of the shift, {:.3f} to "
+                             "{:.3f}, lies inside +-{:.3f}; {} v {} runs)", delta * 100.0, (1.0 - 2.0 * alpha) * 100.0,
+                             tost.ci_low, tost.ci_high, bound, a.size(), b.size());
+  } else {
+    v.sentence = fmt::format("not enough data: not significant (runs p = {:.4g}) and the {:g} % interval {:.3f} to "
+                             "{:.3f}{} does not lie inside +-{:g} % ({:.3f}); {} v {} runs", test.p_value,
+                             (1.0 - 2.0 * alpha) * 100.0, tost.ci_low, tost.ci_high,
+                             tost.ci_reaches_level ? "" : " (these sizes cannot reach that level)", delta * 100.0, bound,
+                             a.size(), b.size());
+  }
+  return v;
 }
 
 }  // namespace loopgate

@@ -185,7 +185,14 @@ std::string mixed_sources_note(const AbSamples& a, const AbSamples& b) {
                      a.label, b.label, a.label, a.source, b.label, b.source);
 }
 
-void print_ab_report(std::FILE* out, const AbSamples& a, const AbSamples& b, const AbStats& s) {
+std::vector<double> run_medians(const std::vector<AbSamples>& runs) {
+  std::vector<double> out;
+  for (const AbSamples& r : runs)
+    if (!r.samples.empty()) out.push_back(median_of(r.samples));
+  return out;
+}
+
+void print_ab_report(std::FILE* out, const AbSamples& a, const AbSamples& b, const AbStats& s, bool descriptive) {
   const std::string head = fmt::format("{:<5} {:>4}  {:<28} {:>7} {:>7} {:>7} {:>10} {:>10} {:>10}", "side", "runs",
                                        "source", "windows", "warm-up", "samples", "median", "min", "max");
   const std::string units = fmt::format("{:<5} {:>4}  {:<28} {:>7} {:>7} {:>7} {:>10} {:>10} {:>10}", "", "", "", "",
@@ -215,6 +222,7 @@ void print_ab_report(std::FILE* out, const AbSamples& a, const AbSamples& b, con
   AbWording w;
   w.name_a = a.label;
   w.name_b = b.label;
+  w.descriptive = descriptive;
   fmt::print(out, "{}\n", ab_sentence(s, w));
 }
 
@@ -267,8 +275,16 @@ int cmd_ab(const AbOptions& o) {
   const AbStats s = ab_statistics(sa.samples, sb.samples, o.alpha);
   std::printf("loopgate ab: step time per window, A = %s (%s), B = %s (%s)\n", o.a.c_str(), run_kind_name(a.kind),
               o.b.c_str(), run_kind_name(b.kind));
-  print_ab_report(stdout, sa, sb, s);
-  if (json) *json << ab_report_json(sa, sb, s).dump(1) << "\n";
+  // One run a side: its windows share the run's machine and clocks, so the verdict counts runs, not windows.
+  const StepTimeVerdict v = step_time_verdict(run_medians({sa}), run_medians({sb}), o.alpha);
+  print_ab_report(stdout, sa, sb, s, /*descriptive=*/true);
+  std::printf("verdict (runs as units): %s\n", v.sentence.c_str());
+  if (json) {
+    nlohmann::json j = ab_report_json(sa, sb, s);
+    j["verdict"] = {{"kind", step_time_verdict_name(v.kind)}, {"sentence", v.sentence}, {"runs_a", v.runs_a},
+                    {"runs_b", v.runs_b}};
+    *json << j.dump(1) << "\n";
+  }
   return 0;
 }
 

@@ -40,7 +40,10 @@ AbSamples pool_samples(const std::vector<AbSamples>& runs, const std::string& la
 
 // Header once, a row per side (runs, source, windows, dropped, samples, median, min, max), the files and notes,
 // then a footer: U, p and method, shift and CI, ratio, and the sentence.
-void print_ab_report(std::FILE* out, const AbSamples& a, const AbSamples& b, const AbStats& s);
+// `descriptive`: the samples are windows of runs (not independent): the sentence describes, it gives no verdict.
+void print_ab_report(std::FILE* out, const AbSamples& a, const AbSamples& b, const AbStats& s, bool descriptive = false);
+// Each run's median window: the unit of step_time_verdict (stats.h).
+std::vector<double> run_medians(const std::vector<AbSamples>& runs);
 nlohmann::json ab_stats_json(const AbStats& s);
 nlohmann::json ab_report_json(const AbSamples& a, const AbSamples& b, const AbStats& s);
 

@@ -28,6 +28,7 @@ struct StepTimeRow {
   bool ran = false;
   AbSamples a, b;
   AbStats stats;
+  StepTimeVerdict verdict;  // runs as units
 };
 
 StepTimeRow step_time(const std::vector<CompareRun>& runs, const CompareOptions& o) {
@@ -45,13 +46,14 @@ StepTimeRow step_time(const std::vector<CompareRun>& runs, const CompareOptions&
       return out;
     }
     out.stats = ab_statistics(out.a.samples, out.b.samples, o.alpha);
+    out.verdict = step_time_verdict(run_medians(a), run_medians(b), o.alpha);
   } catch (const InputError& e) {
     out.row.detail = fmt::format("not run: {}", e.what());
     return out;
   }
   out.ran = true;
   out.row.result = CompareResult::kInfo;
-  out.row.detail = out.stats.sentence;
+  out.row.detail = out.verdict.sentence;
   return out;
 }
 
@@ -135,12 +137,16 @@ int cmd_compare(const CompareOptions& o) {
   if (!divergence.empty()) std::printf("\nfirst divergence (digests): %s\n", divergence.c_str());
   if (st.ran) {
     std::printf("\nstep time (informational, does not fail the comparison):\n");
-    print_ab_report(stdout, st.a, st.b, st.stats);
+    print_ab_report(stdout, st.a, st.b, st.stats, /*descriptive=*/true);
+    std::printf("verdict (runs as units): %s\n", st.verdict.sentence.c_str());
   }
   if (json) {
     nlohmann::json j = {{"verdict", ok ? "pass" : "fail"}, {"a", o.a}, {"b", o.b}, {"early", o.early},
                         {"rows", rows_json(rows)}};
-    if (st.ran) j["step_time"] = ab_report_json(st.a, st.b, st.stats);
+    if (st.ran) {
+      j["step_time"] = ab_report_json(st.a, st.b, st.stats);
+      j["step_time"]["verdict"] = {{"kind", step_time_verdict_name(st.verdict.kind)}, {"sentence", st.verdict.sentence}};
+    }
     if (!divergence.empty()) j["first_divergence"] = divergence;
     *json << j.dump(1) << "\n";
   }
