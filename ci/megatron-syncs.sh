@@ -25,10 +25,10 @@ ARGS=(--transformer-impl local --no-persist-layer-norm --no-masked-softmax-fusio
       --micro-batch-size 4 --global-batch-size 16 --train-iters 30 --lr 1.0e-4 --min-lr 1.0e-5 --lr-decay-style cosine
       --lr-warmup-iters 5 --log-interval 1 --eval-iters 0 --eval-interval 1000 --split 949,50,1 --seed 1234
       --log-params-norm --log-num-zeros-in-grad --distributed-backend nccl ${MEGATRON_EXTRA_ARGS:-})
-plain() { (cd "$M" && python3 pretrain_gpt.py "${ARGS[@]}") > "$1" 2>&1; }
+plain() { (cd "$M" && timeout "${RUN_TIMEOUT:-180}" python3 pretrain_gpt.py "${ARGS[@]}") > "$1" 2>&1 || echo "plain run $1: exit $?"; }
 counted() {
   (cd "$M" && "$LG" syncs --iters "${SYNC_ITERS:-10-15}" --out-dir "$OUT/tables-$2" --json "$OUT/syncs-$2.json" \
-      -- python3 pretrain_gpt.py "${ARGS[@]}") > "$1" 2>&1
+      -- timeout "${RUN_TIMEOUT:-180}" python3 pretrain_gpt.py "${ARGS[@]}") > "$1" 2>&1
 }
 start=$(date +%s)
 rc=0
@@ -38,7 +38,7 @@ echo "megatron-syncs: counted run in $(( $(date +%s) - start )) s, exit $rc"
 sed -n '/^loopgate syncs:/,$p' "$OUT/counted.log" | grep -v "^ \[" | head -60
 for r in $(seq 1 "$ROUNDS"); do
   plain "$OUT/plain-$r.log"
-  counted "$OUT/counted-$r.log" "round$r"
+  counted "$OUT/counted-$r.log" "round$r" || echo "counted run $r: exit $?"
 done
 if [ "$ROUNDS" -gt 0 ]; then
   # Per run: the median elapsed ms per iteration over iterations 3-30 (the first two warm up).

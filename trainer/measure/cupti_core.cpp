@@ -290,14 +290,17 @@ bool counted_call_name(const char* name, bool launches) {
 // Counted calls only: one callback per call that can block (and per launch, if asked).
 CUptiResult Engine::enable_driver_calls() {
   if (!counted_only_) return cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);
+  CUptiResult last = CUPTI_ERROR_INVALID_PARAMETER;  // none enabled
+  int enabled = 0;
   for (int id = 1; id < static_cast<int>(CUPTI_DRIVER_TRACE_CBID_SIZE); ++id) {
     const char* name = nullptr;
     if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, static_cast<uint32_t>(id), &name) != CUPTI_SUCCESS) continue;
     if (!counted_call_name(name, count_launches_)) continue;
-    const CUptiResult rc = cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, static_cast<CUpti_CallbackId>(id));
-    if (rc != CUPTI_SUCCESS) return rc;
+    // An id this driver does not have is refused; the others still count.
+    last = cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, static_cast<CUpti_CallbackId>(id));
+    enabled += last == CUPTI_SUCCESS;
   }
-  return CUPTI_SUCCESS;
+  return enabled > 0 ? CUPTI_SUCCESS : last;
 }
 
 bool Engine::set_runtime_calls(bool on, std::string* why) {
