@@ -42,7 +42,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 if [ "$ROUNDS" -gt 0 ]; then
   # Per run: the median elapsed ms per iteration over iterations 3-30 (the first two warm up).
-  python3 - "$OUT" "$ROUNDS" <<'PY'
+  python3 - "$OUT" "$ROUNDS" <<'PY' | tee "$OUT/overhead.txt"
 import re, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 pat = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*elapsed time per iteration \(ms\): ([\d.]+)")

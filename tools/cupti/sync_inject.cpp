@@ -24,7 +24,8 @@
 //                       stop); LOOPGATE_CUPTI_LAUNCHES=1 adds kernel and graph launches, LOOPGATE_CUPTI_ALL_CALLS=1
 //                       every driver call (the cost of a callback on each, cuCtxGetDevice above all).
 // NVTX callbacks need NVTX_INJECTION64_PATH pointing at libcupti.so; InitializeInjection sets it when unset,
-// which covers programs whose first NVTX call comes after CUDA starts.
+// which covers programs whose first NVTX call comes after CUDA starts. LOOPGATE_CUPTI_NVTX=0 leaves NVTX off
+// (`loopgate syncs` does, unless --nvtx: its iterations and sites come from Python).
 // One CUPTI subscriber per process: with this library loaded, the PyTorch profiler cannot subscribe.
 #include <cxxabi.h>
 #include <dlfcn.h>
@@ -415,8 +416,11 @@ void at_exit_report() {
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   std::lock_guard<std::mutex> lock(g_init_mu);
   if (g_injection) return 1;
+  // NVTX ranges (regions, iterations, fallback sites) unless LOOPGATE_CUPTI_NVTX=0: then every NVTX call of the
+  // program (NCCL's per collective among them) stays the no-op it is without an injection.
+  const bool nvtx = env_or("LOOPGATE_CUPTI_NVTX", "1") != "0";
   Dl_info cupti_lib{};  // NVTX's injection: the libcupti this library already loaded
-  if (dladdr(reinterpret_cast<void*>(&cuptiSubscribe_v2), &cupti_lib) != 0 && cupti_lib.dli_fname)
+  if (nvtx && dladdr(reinterpret_cast<void*>(&cuptiSubscribe_v2), &cupti_lib) != 0 && cupti_lib.dli_fname)
     setenv("NVTX_INJECTION64_PATH", cupti_lib.dli_fname, /*overwrite=*/0);
   auto* inj = new Injection();  // never freed: callbacks may run during process teardown
   inj->skip_libs = split_csv(env_or("LOOPGATE_CUPTI_SKIP", ""));
@@ -437,7 +441,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   if (env_or("LOOPGATE_CUPTI_ALL_CALLS", "") != "1")
     inj->engine.set_counted_calls_only(env_or("LOOPGATE_CUPTI_LAUNCHES", "") == "1");
   std::string why;
-  if (!inj->engine.start("loopgate-sync-inject", inj, /*want_nvtx=*/true, &why)) {
+  if (!inj->engine.start("loopgate-sync-inject", inj, /*want_nvtx=*/nvtx, &why)) {
     std::fprintf(stderr, "loopgate-cupti: cannot count syncs in this process: %s\n", why.c_str());
     delete inj;
     return 0;

@@ -205,6 +205,7 @@ CLI::App* add_syncs_command(CLI::App& app, SyncsOptions& o) {
       ->expected(2);
   c->add_option("--inject-lib", o.inject_lib, "the injection library (default: the one built beside this loopgate)");
   c->add_flag("--launches", o.launches, "count kernel and graph launches too (a callback per launch)");
+  c->add_flag("--nvtx", o.nvtx, "NVTX ranges as fallback sites (a callback per NVTX call; default off)");
   return c;
 }
 
@@ -230,6 +231,7 @@ int cmd_syncs(const SyncsOptions& opts) {
   set("LOOPGATE_CUPTI_OUT", dir + "/syncs.%p.txt");
   if (!o.iters.empty()) set("LOOPGATE_CUPTI_ROI", "iters:" + o.iters);
   if (o.launches) set("LOOPGATE_CUPTI_LAUNCHES", "1");
+  set("LOOPGATE_CUPTI_NVTX", o.nvtx ? "1" : "0");
   const char* pythonpath = std::getenv("PYTHONPATH");
   set("PYTHONPATH", fs::absolute(shim).string() + (pythonpath && *pythonpath ? std::string(":") + pythonpath : ""));
   const int rc = run_command(o.command);

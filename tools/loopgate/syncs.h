@@ -19,7 +19,7 @@ struct SyncsOptions {
   std::string json_path, csv_path;  // the merged table
   std::vector<std::string> diff;    // two tables
   std::string inject_lib;           // default: beside this executable's build
-  bool launches = false;
+  bool launches = false, nvtx = false;
   std::string self_exe;
 };
 
