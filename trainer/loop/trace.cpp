@@ -293,7 +293,10 @@ IterationRecord record_from_json(const nlohmann::json& j) {
   r.param_checksum_after = checksum_field(j, "param_checksum_after");
   r.exit_decision = field<bool>(j, "exit_decision");
   if (j.contains("collective_groups"))  // present with --record-collectives only
-    for (const auto& g : member(j, "collective_groups")) r.collective_groups.push_back(g.get<std::string>());
+    for (const auto& g : member(j, "collective_groups")) {
+      LG_INPUT_CHECK(g.is_string(), "trace JSON: field 'collective_groups' must hold strings, not {}", g.dump());
+      r.collective_groups.push_back(g.get<std::string>());
+    }
   if (j.contains("collectives"))
     for (const auto& c : member(j, "collectives")) {
       LG_INPUT_CHECK(c.is_string(), "trace JSON: field 'collectives' must hold strings, not {}", c.dump());
