@@ -402,42 +402,6 @@ void print_skipped(const std::vector<FixtureRun>& runs) {
   for (const auto& [line, n] : lines) std::printf("  %s (%d test%s)\n", line.c_str(), n, n == 1 ? "" : "s");
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
-void write_junit(const std::string& path, const std::vector<FixtureRun>& runs) {
-  std::ofstream x(path);
-  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"loopgate\">\n";
-  for (const FixtureRun& r : runs) {
-    int failures = 0;
-    for (const Verdict& v : r.verdicts) failures += !v.passed;
-    if (r.exit_code != 0 && failures == 0) failures = 1;
-    x << fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" time=\"{:.1f}\">\n", r.fixture,
-                     r.verdicts.size(), failures, r.seconds);
-    for (const Verdict& v : r.verdicts) {
-      x << fmt::format("    <testcase classname=\"{}.{}\" name=\"{}\">", r.fixture, v.check, xml_escape(v.test));
-      if (!v.passed) x << "<failure message=\"" << xml_escape(v.message.substr(0, v.message.find('\n'))) << "\">"
-                       << xml_escape(v.message) << "</failure>";
-      x << "</testcase>\n";
-    }
-    if (r.exit_code != 0 && r.verdicts.empty())
-      x << fmt::format("    <testcase classname=\"{}\" name=\"launch\"><failure message=\"exit {}\">see {}</failure></testcase>\n",
-                       r.fixture, r.exit_code, r.log_path);
-    x << "  </testsuite>\n";
-  }
-  x << "</testsuites>\n";
-}
 
 // The arms and fixtures the suites executable knows, its own registrations included (docs/custom-arms.md): a
 // user's executable may register arms and fixtures this CLI has never heard of. Asked with `EXE --lg_describe=json`

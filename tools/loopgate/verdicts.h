@@ -68,4 +68,7 @@ nlohmann::json gate_to_json(const GateSummary& g);
 std::string utc_now();
 GateSummary gate_from_json(const nlohmann::json& j);
 
+// JUnit XML: a testsuite per fixture, a testcase per verdict (a launch that failed with none: one failed case).
+void write_junit(const std::string& path, const std::vector<FixtureRun>& runs);
+
 }  // namespace loopgate
