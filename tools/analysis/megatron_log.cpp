@@ -248,7 +248,49 @@ RunLog parse_megatron_log(const std::string& text, const std::string& name) {
   }
   LG_INPUT_CHECK(!log.entries.empty(), "{}: no Megatron iteration line ('iteration N/ M | ...')", name);
   sort_entries(log);
+  log.arguments = read_arguments_block(text, name);
   return log;
+}
+
+// ---- the arguments block ----
+
+namespace {
+constexpr const char* kArgumentsOpen = "------------------------ arguments ------------------------";
+constexpr const char* kArgumentsClose = "-------------------- end of arguments ---------------------";
+}  // namespace
+
+std::string format_arguments_block(const std::map<std::string, std::string>& arguments) {
+  std::string out = std::string(kArgumentsOpen) + "\n";
+  for (const auto& [arg, value] : arguments) {
+    const size_t dots = arg.size() < 48 ? 48 - arg.size() : 0;
+    out += fmt::format("  {} {} {}\n", arg, std::string(dots, '.'), value);
+  }
+  return out + kArgumentsClose + "\n";
+}
+
+std::optional<std::map<std::string, std::string>> read_arguments_block(const std::string& text,
+                                                                       const std::string& name) {
+  // "  NAME ..... VALUE"; a name of 48 characters or more gets no dots ("  NAME  VALUE"); VALUE may be empty.
+  static const std::regex entry(R"(^\s+(\S+) \.* ?(.*)$)");
+  std::istringstream in(text);
+  std::string raw;
+  int line = 0, opened = 0;
+  std::map<std::string, std::string> out;
+  while (std::getline(in, raw)) {
+    ++line;
+    if (!raw.empty() && raw.back() == '\r') raw.pop_back();
+    const std::string s = strip_rank_prefixes(raw);
+    if (!opened) {
+      if (trim(s) == kArgumentsOpen) opened = line;
+      continue;
+    }
+    if (trim(s) == kArgumentsClose) return out;
+    std::smatch m;
+    // Another process's output can land inside the block (a warning from rank 3): not an argument, skipped.
+    if (std::regex_match(s, m, entry)) out[m[1].str()] = m[2].str();
+  }
+  if (opened) bad_line(name, opened, "the arguments block has no 'end of arguments' line");
+  return std::nullopt;
 }
 
 // ---- golden values (Megatron functional tests; fixtures/golden.cpp writes the same layout + values_hex) ----

@@ -52,6 +52,8 @@ struct RunLog {
   RunKind kind = RunKind::kMegatronLog;
   std::vector<RunEntry> entries;  // ascending iteration, one per iteration
   int last_rank = -1;             // Trace: the rank whose records were read
+  // Megatron log: its "arguments" block (every resolved argument, name -> value as printed); unset if none.
+  std::optional<std::map<std::string, std::string>> arguments;
 
   const RunEntry* find(int64_t iteration) const;
   // Where an entry came from, for messages: "path:line" for logs, "path iteration N" otherwise.
@@ -70,6 +72,17 @@ RunLog golden_values_run(const nlohmann::json& golden, const std::string& name);
 // skipped step's grad norm: the Trace holds NaN or -1 there); elapsed_ms from the interval-time intervals, interval k spanning the
 // iterations between log points k-1 and k.
 RunLog trace_run(const Trace& trace, const std::string& name);
+
+// ---- the arguments block ----
+
+// Megatron's print of its resolved arguments, which `loopgate run` prints too:
+//   ------------------------ arguments ------------------------
+//     NAME ........................................... VALUE      (name padded with dots to 48 columns)
+//   -------------------- end of arguments ---------------------
+std::string format_arguments_block(const std::map<std::string, std::string>& arguments);
+// The first block in `text` (rank prefixes stripped); unset if it has none. Lines inside it that are not
+// "  NAME ... VALUE" are other processes' output and skipped; a block with no end line is an InputError.
+std::optional<std::map<std::string, std::string>> read_arguments_block(const std::string& text, const std::string& name);
 
 // ---- comparing logged values ----
 

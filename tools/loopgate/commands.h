@@ -18,6 +18,7 @@ struct RunOptions {
   std::vector<FaultSpec> faults;  // --inject as parsed (config.faults injects them)
   std::string arm = "baseline";
   std::string trace_path;
+  std::string syncs_json;  // rank 0's host reads as a loopgate-syncs/1 table
   bool syncs = false;
   bool quiet = false;  // no log lines (the gate's scenarios)
 };

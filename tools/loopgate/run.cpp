@@ -10,7 +10,13 @@
 #include <cstdio>
 #include <ctime>
 
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+
 #include "fixtures/fixtures.h"
+#include "tools/analysis/megatron_log.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
 #include "tools/loopgate/validate.h"
@@ -81,6 +87,67 @@ void print_sync_table(const Trace& t, int rank, const std::string& arm, const st
   std::printf("%s\n", foot.c_str());
 }
 
+// Rank 0's host reads per site per iteration in the CUPTI counter's table format (loopgate-syncs/1), so
+// `loopgate syncs --diff` and `loopgate pair` read a CPU run's ledger as they read a GPU run's counter.
+nlohmann::json syncs_table(const Trace& t, int rank) {
+  nlohmann::json iterations = nlohmann::json::array();
+  std::map<std::string, nlohmann::json> per_site;
+  for (int64_t it : t.iterations()) {
+    const IterationRecord* r = t.find(it, rank);
+    if (!r) continue;
+    iterations.push_back(it);
+    for (const auto& [site, n] : r->reads_per_site)
+      if (n > 0) per_site[site][std::to_string(it)] = n;
+  }
+  nlohmann::json sites = nlohmann::json::array();
+  for (auto& [site, counts] : per_site)
+    sites.push_back({{"site", site}, {"kind", "ledger host read"}, {"per_iteration", counts}});
+  return {{"format", "loopgate-syncs/1"}, {"pid", static_cast<int64_t>(getpid())}, {"region", "every iteration"},
+          {"iterations_seen", iterations.size()}, {"iterations", iterations}, {"python", "none (loopgate run)"},
+          {"sites", sites}};
+}
+
+// The resolved run, as Megatron prints its arguments before training (`loopgate pair` compares the blocks).
+std::map<std::string, std::string> run_arguments(const RunOptions& o, int world) {
+  const RunConfig& c = o.config;
+  auto b = [](bool v) { return std::string(v ? "True" : "False"); };
+  auto num = [](double v) { return fmt::format("{}", v); };
+  return {{"arm", o.arm},
+          {"fixture", c.fixture},
+          {"world_size", std::to_string(world)},
+          {"tensor_model_parallel_size", std::to_string(c.layout.tp)},
+          {"pipeline_model_parallel_size", std::to_string(c.layout.pp)},
+          {"sequence_parallel", b(c.layout.sequence_parallel)},
+          {"micro_batch_size", std::to_string(c.data.micro_batch)},
+          {"global_batch_size", std::to_string(c.data.global_batch)},
+          {"seq_length", std::to_string(c.model.seq)},
+          {"hidden_size", std::to_string(c.model.hidden)},
+          {"num_layers", std::to_string(c.model.layers)},
+          {"num_attention_heads", std::to_string(c.model.heads)},
+          {"ffn_hidden_size", std::to_string(c.model.ffn_size())},
+          {"vocab_size", std::to_string(c.model.vocab)},
+          {"seed", std::to_string(c.model.init_seed)},
+          {"data_seed", std::to_string(c.data.data_seed)},
+          {"params_dtype", std::string(c10::toString(c.model.dtype))},
+          {"train_iters", std::to_string(c.train_iters)},
+          {"log_interval", std::to_string(c.log_interval)},
+          {"lr", num(c.schedule.lr)},
+          {"min_lr", num(c.schedule.min_lr)},
+          {"lr_decay_style", to_string(c.schedule.lr_decay_style)},
+          {"lr_warmup_iters", std::to_string(c.schedule.lr_warmup_iters)},
+          {"clip_grad", num(c.optim.clip_grad)},
+          {"weight_decay", num(c.weight_decay)},
+          {"loss_scale", c.loss_scale > 0 ? num(c.loss_scale) : "None"},
+          {"dynamic_loss_scale", b(c.dynamic_loss_scale)},
+          {"rerun_mode", rerun_mode_name(c.rerun.mode)},
+          {"check_for_nan_in_loss_and_grad", b(c.rerun.check_for_nan_in_loss_and_grad)},
+          {"on_fault", fault_outcome_name(c.rerun.on_fault)},
+          {"inject", o.flags.inject.value_or("None")},
+          {"exit_duration_in_mins", c.exit_duration_in_mins > 0 ? num(c.exit_duration_in_mins) : "None"},
+          {"check_collectives", b(c.check_collectives)},
+          {"digests", b(c.digests)}};
+}
+
 }  // namespace
 
 // MPI for a CLI process that is one rank of a job: one intra-op thread per rank, the rank known to errors.
@@ -131,6 +198,10 @@ int cmd_run(const RunOptions& o) {
         std::printf(" [%s]%s\n", timestamp().c_str(), line.c_str());
         std::fflush(stdout);
       };
+    if (!o.quiet && rank == 0) {
+      std::fputs(format_arguments_block(run_arguments(o, size)).c_str(), stdout);
+      std::fflush(stdout);
+    }
     cupti_start_if_asked(rank);
     profile_start_if_asked(rank);
     RunResult r = run_arm(config, o.arm, MPI_COMM_WORLD);
@@ -138,6 +209,11 @@ int cmd_run(const RunOptions& o) {
     profile_stop();
     Trace t = gather_trace(r, MPI_COMM_WORLD);
     if (rank == 0 && !o.trace_path.empty()) write_trace(t, o.trace_path);
+    if (rank == 0 && !o.syncs_json.empty()) {
+      std::ofstream f(o.syncs_json);
+      f << syncs_table(t, 0).dump(1) << "\n";
+      LG_INPUT_CHECK(f.good(), "--syncs-json {}: writing failed", o.syncs_json);
+    }
     if (rank == 0 && o.syncs) {
       print_sync_table(t, 0, o.arm, o.config.fixture);
       if (size > 1) print_sync_table(t, size - 1, o.arm, o.config.fixture);

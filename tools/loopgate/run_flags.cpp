@@ -33,6 +33,9 @@ void add_run_flags(CLI::App* run, RunFlags& f) {
                   "< --iters; M < microbatches; K < the targeted ranks' grad buckets; R < ranks)");
   run->add_option("--trace", f.trace, "write the Trace (all ranks) as JSON to FILE (checked writable first)");
   run->add_flag("--syncs", f.syncs, "print host reads per site per iteration");
+  run->add_option("--syncs-json", f.syncs_json,
+                  "write rank 0's host reads per site per iteration as a loopgate syncs table (the CUPTI counter's "
+                  "JSON: loopgate syncs --diff and loopgate pair read it) to FILE (checked writable first)");
   run->add_flag("--quiet", f.quiet, "no Megatron log lines");
   run->add_flag("--check-collectives", f.check_collectives,
                 "before every collective the group's ranks agree on a fingerprint: a rank that skips or reorders one "
@@ -170,6 +173,7 @@ RunOptions to_run_options(const RunFlags& f) {
   o.arm = f.arm;
   o.trace_path = f.trace.value_or("");
   o.syncs = f.syncs;
+  o.syncs_json = f.syncs_json.value_or("");
   c.check_collectives = f.check_collectives;
   c.record_collectives = f.record_collectives;
   c.digests = f.digests;

@@ -203,6 +203,7 @@ void validate_run_options(const RunOptions& o, int world) {
   check_gpu_and_probe(o);
   check_faults(o, layout);
   if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path);
+  if (!o.syncs_json.empty()) check_output_file("--syncs-json", o.syncs_json);
 }
 
 // ---- loopgate gate ----
