@@ -20,24 +20,16 @@
 #include "trainer/common/error.h"
 
 namespace loopgate {
-namespace {
 
+// ---- declared in compare_rows.h: the step-time row and the output, shared with `loopgate pair` ----
 
-struct StepTimeRow {
-  CompareRow row;
-  bool ran = false;
-  AbSamples a, b;
-  AbStats stats;
-  StepTimeVerdict verdict;  // runs as units
-};
-
-StepTimeRow step_time(const std::vector<CompareRun>& runs, const CompareOptions& o) {
+StepTimeRow step_time_row(const std::vector<CompareRun>& runs, const StepTimeOptions& step, double alpha) {
   StepTimeRow out;
   out.row.check = "step time A/B";
   try {
     std::vector<AbSamples> a, b;
     for (const CompareRun& r : runs)
-      (r.side == 'A' ? a : b).push_back(step_time_samples(r.log, o.step, std::string(1, r.side)));
+      (r.side == 'A' ? a : b).push_back(step_time_samples(r.log, step, std::string(1, r.side)));
     out.a = pool_samples(a, "A");
     out.b = pool_samples(b, "B");
     if (out.a.samples.size() < 2 || out.b.samples.size() < 2) {
@@ -45,8 +37,8 @@ StepTimeRow step_time(const std::vector<CompareRun>& runs, const CompareOptions&
                                    out.a.samples.size(), out.b.samples.size());
       return out;
     }
-    out.stats = ab_statistics(out.a.samples, out.b.samples, o.alpha);
-    out.verdict = step_time_verdict(run_medians(a), run_medians(b), o.alpha);
+    out.stats = ab_statistics(out.a.samples, out.b.samples, alpha);
+    out.verdict = step_time_verdict(run_medians(a), run_medians(b), alpha);
   } catch (const InputError& e) {
     out.row.detail = fmt::format("not run: {}", e.what());
     return out;
@@ -59,7 +51,7 @@ StepTimeRow step_time(const std::vector<CompareRun>& runs, const CompareOptions&
 
 // ---- output ----
 
-void print_table(const std::vector<CompareRow>& rows, bool ok) {
+void print_compare_table(const std::vector<CompareRow>& rows, bool ok) {
   const std::string head = fmt::format("{:<30} {:<8} {}", "check", "result", "detail");
   const std::string rule(100, '-');
   std::printf("\n%s\n%s\n", head.c_str(), rule.c_str());
@@ -77,7 +69,7 @@ void print_table(const std::vector<CompareRow>& rows, bool ok) {
               info, ok ? "OK" : "FAILED");
 }
 
-void print_problems(const std::vector<CompareRow>& rows) {
+void print_compare_problems(const std::vector<CompareRow>& rows) {
   constexpr size_t kShown = 10;
   for (const CompareRow& r : rows) {
     if (!r.problems.empty()) {
@@ -92,13 +84,15 @@ void print_problems(const std::vector<CompareRow>& rows) {
   }
 }
 
-nlohmann::json rows_json(const std::vector<CompareRow>& rows) {
+nlohmann::json compare_rows_json(const std::vector<CompareRow>& rows) {
   nlohmann::json j = nlohmann::json::array();
   for (const CompareRow& r : rows)
     j.push_back({{"check", r.check}, {"result", compare_result_name(r.result)}, {"detail", r.detail},
                  {"problems", r.problems}, {"notes", r.notes}});
   return j;
 }
+
+namespace {
 
 // Two Traces taken with --digests (one a side): where they part, as one line; "" otherwise.
 std::string first_divergence_line(const CompareOptions& o, const std::vector<CompareRun>& runs) {
@@ -127,12 +121,12 @@ int cmd_compare(const CompareOptions& o) {
   for (const CompareRun& r : runs)
     std::printf("  %c: %s (%s, %zu logged iterations)\n", r.side, r.log.path.c_str(), run_kind_name(r.log.kind),
                 r.log.entries.size());
-  StepTimeRow st = step_time(runs, o);
+  StepTimeRow st = step_time_row(runs, o.step, o.alpha);
   std::vector<CompareRow> rows = judged_rows(runs, o.early);
   rows.push_back(st.row);
   const bool ok = std::none_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.result == CompareResult::kFail; });
-  print_table(rows, ok);
-  print_problems(rows);
+  print_compare_table(rows, ok);
+  print_compare_problems(rows);
   const std::string divergence = first_divergence_line(o, runs);
   if (!divergence.empty()) std::printf("\nfirst divergence (digests): %s\n", divergence.c_str());
   if (st.ran) {
@@ -142,7 +136,7 @@ int cmd_compare(const CompareOptions& o) {
   }
   if (json) {
     nlohmann::json j = {{"verdict", ok ? "pass" : "fail"}, {"a", o.a}, {"b", o.b}, {"early", o.early},
-                        {"rows", rows_json(rows)}};
+                        {"rows", compare_rows_json(rows)}};
     if (st.ran) {
       j["step_time"] = ab_report_json(st.a, st.b, st.stats);
       j["step_time"]["verdict"] = {{"kind", step_time_verdict_name(st.verdict.kind)}, {"sentence", st.verdict.sentence}};

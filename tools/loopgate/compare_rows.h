@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "tools/analysis/megatron_log.h"
+#include "tools/analysis/stats.h"
+#include "tools/loopgate/ab.h"
+#include "tools/loopgate/step_time_options.h"
 
 namespace loopgate {
 
@@ -43,5 +46,20 @@ const std::vector<ComparedField>& compared_fields();
 
 // The four judged rows, in table order (the step-time row is compare.cpp's: informational).
 std::vector<CompareRow> judged_rows(const std::vector<CompareRun>& runs, int64_t early);
+
+// The step-time row (compare.cpp, informational): windows pooled per side, the verdict with runs as units.
+struct StepTimeRow {
+  CompareRow row;
+  bool ran = false;
+  AbSamples a, b;
+  AbStats stats;
+  StepTimeVerdict verdict;
+};
+StepTimeRow step_time_row(const std::vector<CompareRun>& runs, const StepTimeOptions& step, double alpha);
+
+// The table (a row per check, a footer with the verdict), then every problem and note; the rows as JSON.
+void print_compare_table(const std::vector<CompareRow>& rows, bool ok);
+void print_compare_problems(const std::vector<CompareRow>& rows);
+nlohmann::json compare_rows_json(const std::vector<CompareRow>& rows);
 
 }  // namespace loopgate

@@ -55,8 +55,6 @@ std::vector<std::string> table_files(const std::string& dir) {
   return out;
 }
 
-void set(const char* name, const std::string& value) { setenv(name, value.c_str(), /*overwrite=*/1); }
-
 int run_command(const std::vector<std::string>& command) {
   std::vector<char*> argv;
   for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -130,11 +128,32 @@ void check_syncs_options(const SyncsOptions& o) {
   if (!o.csv_path.empty()) check_output_file("--csv", o.csv_path);
 }
 
+}  // namespace
+
 std::string default_inject_lib(const std::string& self) {
   return fs::path(self).parent_path().string() + "/cupti/libloopgate_sync_inject.so";
 }
 
-}  // namespace
+std::vector<std::pair<std::string, std::string>> counter_environment(const SyncsOptions& o, const std::string& dir) {
+  const std::string shim = fs::path(o.inject_lib).parent_path().string() + "/loopgate_pyshim";
+  const std::string lib = fs::absolute(o.inject_lib).string();
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"CUDA_INJECTION64_PATH", lib}, {"LOOPGATE_SYNC_LIB", lib}, {"LOOPGATE_SYNC_ITER_FN", o.iter_fn},
+      {"LOOPGATE_CUPTI_JSON", dir + "/syncs.%p.json"}, {"LOOPGATE_CUPTI_OUT", dir + "/syncs.%p.txt"}};
+  if (!o.iters.empty()) env.emplace_back("LOOPGATE_CUPTI_ROI", "iters:" + o.iters);
+  if (o.launches) env.emplace_back("LOOPGATE_CUPTI_LAUNCHES", "1");
+  env.emplace_back("LOOPGATE_CUPTI_NVTX", o.nvtx ? "1" : "0");
+  const char* pythonpath = std::getenv("PYTHONPATH");
+  env.emplace_back("PYTHONPATH",
+                   fs::absolute(shim).string() + (pythonpath && *pythonpath ? std::string(":") + pythonpath : ""));
+  return env;
+}
+
+std::vector<nlohmann::json> read_sync_tables(const std::string& dir) {
+  std::vector<nlohmann::json> out;
+  for (const std::string& f : table_files(dir)) out.push_back(read_json("table", f));
+  return out;
+}
 
 std::vector<SyncSiteRow> sync_site_rows(const nlohmann::json& table, const std::string& name) {
   std::map<std::pair<std::string, std::string>, SyncSiteRow> rows;
@@ -223,22 +242,13 @@ int cmd_syncs(const SyncsOptions& opts) {
   check_input_file("--inject-lib (its Python shim)", shim + "/sitecustomize.py");
   fs::create_directories(o.out_dir);
   for (const std::string& stale : table_files(o.out_dir)) fs::remove(stale);
-  const std::string dir = fs::absolute(o.out_dir).string();
-  set("CUDA_INJECTION64_PATH", fs::absolute(o.inject_lib).string());
-  set("LOOPGATE_SYNC_LIB", fs::absolute(o.inject_lib).string());
-  set("LOOPGATE_SYNC_ITER_FN", o.iter_fn);
-  set("LOOPGATE_CUPTI_JSON", dir + "/syncs.%p.json");
-  set("LOOPGATE_CUPTI_OUT", dir + "/syncs.%p.txt");
-  if (!o.iters.empty()) set("LOOPGATE_CUPTI_ROI", "iters:" + o.iters);
-  if (o.launches) set("LOOPGATE_CUPTI_LAUNCHES", "1");
-  set("LOOPGATE_CUPTI_NVTX", o.nvtx ? "1" : "0");
-  const char* pythonpath = std::getenv("PYTHONPATH");
-  set("PYTHONPATH", fs::absolute(shim).string() + (pythonpath && *pythonpath ? std::string(":") + pythonpath : ""));
+  for (const auto& [name, value] : counter_environment(o, fs::absolute(o.out_dir).string()))
+    setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
   const int rc = run_command(o.command);
 
   nlohmann::json merged = {{"format", "loopgate-syncs-merged/1"}, {"command", o.command}, {"exit_code", rc},
                            {"processes", nlohmann::json::array()}};
-  for (const std::string& f : table_files(o.out_dir)) merged["processes"].push_back(read_json("table", f));
+  for (nlohmann::json& t : read_sync_tables(o.out_dir)) merged["processes"].push_back(std::move(t));
   if (merged["processes"].empty()) {
     std::fprintf(stderr, "loopgate syncs: no process counted a host sync (the library loads at cuInit: is '%s' a CUDA "
                          "program, and did the region open?)\n", o.command.front().c_str());

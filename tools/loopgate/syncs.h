@@ -32,6 +32,13 @@ struct SyncSiteRow {
   double per_iteration = 0;
   int64_t total = 0;
 };
+// The counter's environment for one run whose tables go to the absolute folder `dir` (o.inject_lib set): the
+// injection library, the Python shim on PYTHONPATH, the iteration function, the region. `loopgate pair` uses it too.
+std::vector<std::pair<std::string, std::string>> counter_environment(const SyncsOptions& o, const std::string& dir);
+// Every process's table in `dir` (syncs.PID.json), by name.
+std::vector<nlohmann::json> read_sync_tables(const std::string& dir);
+std::string default_inject_lib(const std::string& self);
+
 std::vector<SyncSiteRow> sync_site_rows(const nlohmann::json& table, const std::string& name);
 std::string format_sync_diff(const std::vector<SyncSiteRow>& a, const std::vector<SyncSiteRow>& b,
                              const std::string& name_a, const std::string& name_b);
