@@ -120,6 +120,35 @@ TEST(MegatronLog, NoiseIsSkippedAndRankPrefixesAccepted) {
   EXPECT_EQ(log.entries[0].line, 8 + wrong());
 }
 
+// The arguments block: what `loopgate run` prints reads back; Megatron's own layout (a name of 48+ characters has
+// no dots, rank prefixes, another rank's line inside the block) reads; no block is unset; no end line is refused.
+TEST(MegatronLog, ArgumentsBlock) {
+  const std::map<std::string, std::string> args = {{"lr", "0.001"}, {"micro_batch_size", "4"}, {"save", "None"}};
+  const auto back = read_arguments_block(format_arguments_block(args) + kHeadLine, "run.log");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, args);
+  const std::string megatron = std::string("[rank0]: ------------------------ arguments ------------------------\n") +
+                               "[rank0]:   adam_beta1 ...................................... 0.9\n" +
+                               "[rank3]: UserWarning: something else\n" +
+                               "[rank0]:   a_name_of_exactly_fifty_characters_long_xxxxxxxxxx  " + shifted("True") + "\n" +
+                               "[rank0]:   data_path ....................................... \n" +
+                               "[rank0]: -------------------- end of arguments ---------------------\n";
+  const auto m = read_arguments_block(megatron, "m.log");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->size(), 3u);
+  EXPECT_EQ(m->at("adam_beta1"), "0.9");
+  EXPECT_EQ(m->at("a_name_of_exactly_fifty_characters_long_xxxxxxxxxx"), "True");
+  EXPECT_EQ(m->at("data_path"), "");
+  EXPECT_FALSE(read_arguments_block(kHeadLine, "none.log").has_value());
+  try {
+    read_arguments_block("------------------------ arguments ------------------------\n  lr ... 1\n", "cut.log");
+    ADD_FAILURE() << "an unterminated block was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cut.log:1: the arguments block has no 'end of arguments' line"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(MegatronLog, MalformedIterationLinesNameFileAndLine) {
   const std::string ok = " iteration        1/      30 | lm loss: 1.0 |\n";
   struct Case {

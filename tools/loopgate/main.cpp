@@ -6,6 +6,7 @@
 //   loopgate compare --a A1 [A2..] --b B1 [B2..]           did the change keep the numbers (Megatron logs, Traces)
 //   loopgate report --gate gate.json [--out report.html]  one self-contained HTML page from a gate run
 //   loopgate syncs [flags] -- CMD...                       host syncs per iteration per Python site of a CUDA program
+//   loopgate pair --baseline CMD --candidate CMD           the gate for two real commands: alternating runs, rows
 // Flags keep Megatron's names where Megatron has the flag. Bad input: one line on stderr, exit 2, before any work
 // (run_flags.h, validate.h, paths.h; docs/cli.md). `loopgate cli-reference` prints every flag as Markdown.
 #include <CLI/CLI.hpp>
@@ -25,6 +26,7 @@
 #include "tools/loopgate/run_flags.h"
 #include "tools/loopgate/gpu.h"
 #include "tools/loopgate/report.h"
+#include "tools/loopgate/pair.h"
 #include "tools/loopgate/syncs.h"
 #include "trainer/common/error.h"
 
@@ -180,6 +182,8 @@ int main(int argc, char** argv) {
   report->add_option("--out", ro.out, "the HTML file (default: report.html beside the gate JSON; checked writable first)");
   SyncsOptions sy;
   CLI::App* syncs = add_syncs_command(app, sy);
+  PairOptions pr;
+  CLI::App* pair = add_pair_command(app, pr);
   CLI::App* reference = app.add_subcommand("cli-reference", "print every subcommand's options as Markdown")->group("");
 
   SelftestOptions so;
@@ -259,6 +263,10 @@ int main(int argc, char** argv) {
     if (*syncs) {
       sy.self_exe = self;
       return cmd_syncs(sy);
+    }
+    if (*pair) {
+      pr.self_exe = self;
+      return cmd_pair(pr);
     }
     if (*report) return cmd_report(ro);
     if (*golden) {

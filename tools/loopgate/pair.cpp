@@ -1,0 +1,514 @@
+// `loopgate pair` (pair.h): runs two commands in alternating phases, then judges their logs and sync tables.
+#include "tools/loopgate/pair.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "fixtures/faults/fault_spec.h"
+#include "tools/loopgate/commands.h"
+#include "tools/loopgate/compare_rows.h"
+#include "tools/loopgate/paths.h"
+#include "tools/loopgate/report.h"
+#include "tools/loopgate/syncs.h"
+#include "tools/loopgate/verdicts.h"
+#include "trainer/common/error.h"
+
+namespace loopgate {
+namespace fs = std::filesystem;
+namespace {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// One launch of one arm's command.
+struct PairRun {
+  std::string arm;  // "baseline" | "candidate"
+  int index = 0;    // 1..runs; 0 for the NaN-injected run
+  std::string dir, log_path;
+  int exit_code = 0;
+  double seconds = 0;
+  bool timed_out = false;
+  std::optional<RunLog> log;  // unset when the log has no iteration line
+  std::string unreadable;     // why not
+  std::optional<RunLog> exact;  // the run's Trace, when it left one (trace.json in its folder): exact bits
+  const RunLog& numbers() const { return exact ? *exact : *log; }
+  std::vector<nlohmann::json> tables;
+  char side() const { return arm == "baseline" ? 'A' : 'B'; }
+  std::string name() const { return index > 0 ? fmt::format("{}-{}", arm, index) : arm + "-nan"; }
+};
+
+// NAME=REASON pairs (--allow-arg, --allow-sync): the reason is required, so the report says why.
+std::map<std::string, std::string> declared(const std::vector<std::string>& specs, const char* flag) {
+  std::map<std::string, std::string> out;
+  for (const std::string& s : specs) {
+    const size_t eq = s.find('=');
+    LG_INPUT_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < s.size(), "{} '{}': expected NAME=REASON", flag, s);
+    out[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  return out;
+}
+
+void check_pair_options(const PairOptions& o) {
+  LG_INPUT_CHECK(!o.baseline.empty(), "--baseline: the baseline's command line is required");
+  LG_INPUT_CHECK(!o.candidate.empty(), "--candidate: the candidate's command line is required");
+  LG_INPUT_CHECK(o.runs >= 1 && o.runs <= 100, "--runs {}: must be 1..100", o.runs);
+  LG_INPUT_CHECK(o.early >= 1, "--early {}: must be >= 1", o.early);
+  LG_INPUT_CHECK(o.counter == "cupti" || o.counter == "off", "--counter '{}': must be cupti or off", o.counter);
+  if (o.counter == "cupti") {
+    check_input_file("--inject-lib", o.inject_lib);
+    check_input_file("--inject-lib (its Python shim)",
+                     fs::path(o.inject_lib).parent_path().string() + "/loopgate_pyshim/sitecustomize.py");
+  }
+  static const std::regex range(R"((\d{1,9})-(\d{1,9}))");
+  std::smatch m;
+  LG_INPUT_CHECK(o.iters.empty() || (std::regex_match(o.iters, m, range) && std::stoll(m[1]) >= 1 &&
+                                     std::stoll(m[2]) >= std::stoll(m[1])),
+                 "--iters '{}': expected A-B with 1 <= A <= B", o.iters);
+  declared(o.allow_args, "--allow-arg");
+  declared(o.allow_syncs, "--allow-sync");
+  if (!o.nan_inject.empty()) {
+    try {
+      parse_fault_specs(o.nan_inject);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--nan-inject '{}': {}", o.nan_inject, e.what()));
+    }
+  }
+  LG_INPUT_CHECK(std::isfinite(o.run_timeout) && o.run_timeout >= 0, "--run-timeout {}: must be >= 0 seconds",
+                 o.run_timeout);
+  LG_INPUT_CHECK(o.alpha > 0 && o.alpha < 1, "--alpha {}: must be in (0, 1)", o.alpha);
+  check_step_time_options(o.step);
+  check_output_dir("--out-dir", o.out_dir);
+  if (!o.json_path.empty()) check_output_file("--json", o.json_path);
+  if (!o.junit_path.empty()) check_output_file("--junit", o.junit_path);
+  if (!o.html_path.empty()) check_output_file("--html", o.html_path);
+}
+
+// ---- running ----
+
+// /bin/sh -c CMD with `env` added, stdout and stderr into the log, in its own process group (a timeout ends
+// every process it started: mpirun, torchrun and their ranks).
+void launch(PairRun& r, const std::string& command, const Env& env, double timeout) {
+  fs::create_directories(r.dir);
+  for (const fs::directory_entry& e : fs::directory_iterator(r.dir)) fs::remove_all(e.path());
+  std::fflush(nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    const int fd = open(r.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) _exit(126);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (timeout > 0 && elapsed() > timeout && !r.timed_out) {
+      r.timed_out = true;
+      kill(-pid, SIGTERM);
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      kill(-pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  r.seconds = elapsed();
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  try {
+    r.log = read_run(r.log_path);
+  } catch (const InputError& e) {
+    r.unreadable = e.what();
+  }
+  r.tables = read_sync_tables(r.dir);
+  const std::string trace = r.dir + "/trace.json";
+  if (fs::exists(trace)) {
+    try {
+      r.exact = read_run(trace);
+    } catch (const InputError& e) {
+      r.unreadable = e.what();
+      r.log.reset();
+    }
+  }
+}
+
+Env run_environment(const PairOptions& o, const PairRun& r, const std::string& nan_inject) {
+  Env env = {{"LOOPGATE_PAIR_ARM", r.arm}, {"LOOPGATE_PAIR_RUN", r.name()}, {"LOOPGATE_PAIR_DIR", r.dir}};
+  if (!nan_inject.empty()) env.emplace_back("LOOPGATE_NAN_INJECT", nan_inject);
+  if (o.counter == "cupti") {
+    SyncsOptions so;
+    so.iter_fn = o.iter_fn;
+    so.iters = o.iters;
+    so.inject_lib = o.inject_lib;
+    for (auto& kv : counter_environment(so, r.dir)) env.push_back(std::move(kv));
+  }
+  return env;
+}
+
+PairRun run_one(const PairOptions& o, const std::string& arm, int index, const std::string& nan_inject) {
+  PairRun r;
+  r.arm = arm;
+  r.index = index;
+  r.dir = fs::absolute(fs::path(o.out_dir) / r.name()).string();
+  r.log_path = r.dir + "/log.txt";
+  launch(r, arm == "baseline" ? o.baseline : o.candidate, run_environment(o, r, nan_inject), o.run_timeout);
+  std::printf("  %-14s exit %3d %8.1f s  %zu logged iteration(s)%s  %s\n", r.name().c_str(), r.exit_code, r.seconds,
+              r.log ? r.log->entries.size() : 0, r.timed_out ? " (timed out)" : "", r.log_path.c_str());
+  std::fflush(stdout);
+  return r;
+}
+
+// ---- the rows ----
+
+CompareRow completed_row(const std::vector<PairRun>& runs) {
+  CompareRow row;
+  row.check = "runs completed";
+  for (const PairRun& r : runs) {
+    if (r.exit_code != 0)
+      row.problems.push_back(fmt::format("{}: exit {}{}, see {}", r.name(), r.exit_code,
+                                         r.timed_out ? " (timed out)" : "", r.log_path));
+    if (!r.log) row.problems.push_back(fmt::format("{}: {}", r.name(), r.unreadable));
+  }
+  row.result = row.problems.empty() ? CompareResult::kPass : CompareResult::kFail;
+  row.detail = row.problems.empty() ? fmt::format("{} runs, each exit 0 with a log", runs.size())
+                                    : fmt::format("{} problem(s); first: {}", row.problems.size(), row.problems.front());
+  return row;
+}
+
+CompareRow arguments_row(const std::vector<PairRun>& runs, const std::map<std::string, std::string>& allowed) {
+  CompareRow row;
+  row.check = "resolved arguments";
+  const PairRun* ref = nullptr;
+  std::set<std::string> allowed_seen;
+  for (const PairRun& r : runs) {
+    if (!r.log) continue;
+    if (!r.log->arguments) {
+      row.problems.push_back(fmt::format("{}: no arguments block in {}", r.name(), r.log_path));
+      continue;
+    }
+    if (!ref) {
+      ref = &r;
+      continue;
+    }
+    const auto &a = *ref->log->arguments, &b = *r.log->arguments;
+    std::set<std::string> names;
+    for (const auto& [k, v] : a) names.insert(k);
+    for (const auto& [k, v] : b) names.insert(k);
+    for (const std::string& k : names) {
+      const auto ia = a.find(k), ib = b.find(k);
+      const std::string va = ia == a.end() ? "(absent)" : ia->second, vb = ib == b.end() ? "(absent)" : ib->second;
+      if (va == vb) continue;
+      if (allowed.count(k)) {
+        allowed_seen.insert(k);
+        continue;
+      }
+      row.problems.push_back(fmt::format("{}: {} vs {}: '{}' vs '{}'", k, ref->name(), r.name(), va, vb));
+    }
+  }
+  for (const std::string& k : allowed_seen) row.notes.push_back(fmt::format("{} differs, declared: {}", k, allowed.at(k)));
+  if (!ref) {
+    row.result = CompareResult::kFail;
+    row.detail = "no run printed an arguments block";
+    return row;
+  }
+  row.result = row.problems.empty() ? CompareResult::kPass : CompareResult::kFail;
+  row.detail = row.problems.empty()
+                   ? fmt::format("{} arguments identical in every run{}", ref->log->arguments->size(),
+                                 allowed_seen.empty() ? "" : fmt::format(" but {} declared", allowed_seen.size()))
+                   : fmt::format("{} difference(s); first: {}", row.problems.size(), row.problems.front());
+  return row;
+}
+
+// Whether `r` shows the injected fault detected: a NaN or skipped iteration counted, or the run ended non-zero.
+bool detected(const PairRun& r) {
+  if (r.exit_code != 0) return true;
+  if (!r.log) return false;
+  for (const RunEntry& e : r.log->entries)
+    if (e.nan_iterations.value_or(0) > 0 || e.skipped_iterations.value_or(0) > 0) return true;
+  return false;
+}
+
+// What the row compares between the two injected runs: every logged iteration's values and counters.
+std::string entry_text(const RunEntry& e) {
+  auto v = [](const std::optional<LoggedValue>& x) { return x ? x->text : std::string("-"); };
+  auto c = [](const std::optional<int64_t>& x) { return x ? std::to_string(*x) : std::string("-"); };
+  return fmt::format("lm loss {} | params norm {} | grad norm {} | skipped {} | nan {}", v(e.lm_loss), v(e.params_norm),
+                     v(e.grad_norm), c(e.skipped_iterations), c(e.nan_iterations));
+}
+
+CompareRow nan_row(const PairOptions& o, const std::vector<PairRun>& nan_runs) {
+  CompareRow row;
+  row.check = "NaN before the step";
+  if (nan_runs.empty()) {
+    row.detail = "not run: no --nan-inject (the injected runs prove detection before optimizer.step)";
+    return row;
+  }
+  const PairRun &a = nan_runs[0], &b = nan_runs[1];
+  for (const PairRun* r : {&a, &b}) {
+    if (!detected(*r))
+      row.problems.push_back(fmt::format("{}: '{}' injected, not detected: exit 0 and no NaN or skipped iteration ({})",
+                                         r->name(), o.nan_inject, r->log_path));
+    if (r->log)
+      for (const RunEntry& e : r->log->entries)
+        if (e.params_norm && !std::isfinite(e.params_norm->value))
+          row.problems.push_back(fmt::format("{}: params norm {} at iteration {}: the step took the NaN ({})", r->name(),
+                                             e.params_norm->text, e.iteration, r->log->where(e)));
+  }
+  if (a.exit_code != b.exit_code)
+    row.problems.push_back(fmt::format("exit {} (baseline) vs {} (candidate)", a.exit_code, b.exit_code));
+  std::set<int64_t> its;
+  for (const PairRun* r : {&a, &b})
+    if (r->log)
+      for (const RunEntry& e : r->log->entries) its.insert(e.iteration);
+  for (int64_t it : its) {
+    const RunEntry* ea = a.log ? a.log->find(it) : nullptr;
+    const RunEntry* eb = b.log ? b.log->find(it) : nullptr;
+    const std::string ta = ea ? entry_text(*ea) : "(not logged)", tb = eb ? entry_text(*eb) : "(not logged)";
+    if (ta != tb) row.problems.push_back(fmt::format("iteration {}: baseline {}; candidate {}", it, ta, tb));
+  }
+  row.result = row.problems.empty() ? CompareResult::kPass : CompareResult::kFail;
+  int64_t skipped = 0, nan = 0;
+  if (a.log)
+    for (const RunEntry& e : a.log->entries) {
+      skipped += e.skipped_iterations.value_or(0);
+      nan += e.nan_iterations.value_or(0);
+    }
+  row.detail = row.problems.empty()
+                   ? fmt::format("'{}' detected alike in both arms: exit {}, {} NaN and {} skipped iteration(s), {} "
+                                 "logged iterations identical", o.nan_inject, a.exit_code, nan, skipped, its.size())
+                   : fmt::format("{} problem(s); first: {}", row.problems.size(), row.problems.front());
+  return row;
+}
+
+// A site without its line number ("file:LINE function" -> "file function"): the candidate's patch moves lines.
+std::string site_key(const std::string& site) {
+  static const std::regex line(R"(:\d+( |$))");
+  return std::regex_replace(site, line, "$1");
+}
+
+// Syncs per iteration per (site without line, kind), mean over an arm's runs.
+std::map<std::pair<std::string, std::string>, double> arm_syncs(const std::vector<PairRun>& runs, char side) {
+  std::map<std::pair<std::string, std::string>, double> out;
+  int n = 0;
+  for (const PairRun& r : runs) {
+    if (r.side() != side || r.tables.empty()) continue;
+    ++n;
+    const nlohmann::json merged = {{"processes", r.tables}};
+    for (const SyncSiteRow& s : sync_site_rows(merged, r.dir)) out[{site_key(s.site), s.kind}] += s.per_iteration;
+  }
+  for (auto& [k, v] : out) v /= n;
+  return out;
+}
+
+struct SyncsRow {
+  CompareRow row;
+  std::vector<SyncSiteRow> a, b;  // per arm, for the printed table
+};
+
+SyncsRow syncs_row(const std::vector<PairRun>& runs, const std::map<std::string, std::string>& allowed) {
+  SyncsRow out;
+  CompareRow& row = out.row;
+  row.check = "syncs per iteration";
+  size_t with = 0;
+  for (const PairRun& r : runs) {
+    if (!r.tables.empty()) ++with;
+    else row.problems.push_back(fmt::format("{}: no sync table in {}", r.name(), r.dir));
+  }
+  if (with == 0) {
+    row.problems.clear();
+    row.detail = "not run: no run wrote a sync table (--counter off, and the commands wrote none)";
+    return out;
+  }
+  const auto a = arm_syncs(runs, 'A'), b = arm_syncs(runs, 'B');
+  std::set<std::pair<std::string, std::string>> keys;
+  for (const auto& [k, v] : a) keys.insert(k);
+  for (const auto& [k, v] : b) keys.insert(k);
+  double ta = 0, tb = 0;
+  for (const auto& k : keys) {
+    const double va = a.count(k) ? a.at(k) : 0, vb = b.count(k) ? b.at(k) : 0;
+    ta += va;
+    tb += vb;
+    out.a.push_back({k.first, k.second, va, 0});
+    out.b.push_back({k.first, k.second, vb, 0});
+    if (vb <= va + 1e-9) continue;
+    const auto allow = std::find_if(allowed.begin(), allowed.end(),
+                                    [&](const auto& p) { return k.first.find(p.first) != std::string::npos; });
+    if (allow != allowed.end()) {
+      row.notes.push_back(fmt::format("{} ({}): {:.2f} -> {:.2f} per iteration, declared: {}", k.first, k.second, va, vb,
+                                      allow->second));
+      continue;
+    }
+    row.problems.push_back(fmt::format("{} ({}): {:.2f} -> {:.2f} per iteration, over the baseline's budget", k.first,
+                                       k.second, va, vb));
+  }
+  if (tb > ta + 1e-9)
+    row.problems.push_back(fmt::format("total: {:.2f} -> {:.2f} per iteration, over the baseline's", ta, tb));
+  row.result = row.problems.empty() ? CompareResult::kPass : CompareResult::kFail;
+  row.detail = row.problems.empty()
+                   ? fmt::format("{:.2f} -> {:.2f} per iteration ({:+.2f}); no site over the baseline's{}", ta, tb,
+                                 tb - ta, row.notes.empty() ? "" : fmt::format(", {} declared", row.notes.size()))
+                   : fmt::format("{:.2f} -> {:.2f} per iteration; {} problem(s); first: {}", ta, tb, row.problems.size(),
+                                 row.problems.front());
+  return out;
+}
+
+// The check flags each arm ran with (a run with the NaN checks off measures something else).
+CompareRow check_flags_row(const std::vector<PairRun>& runs) {
+  static const char* const kFlags[] = {"check_for_nan_in_loss_and_grad", "rerun_mode", "check_for_spiky_loss",
+                                       "check_for_large_grads", "check_collectives", "deterministic_mode"};
+  CompareRow row;
+  row.check = "check flags";
+  row.result = CompareResult::kInfo;
+  std::vector<std::string> shown;
+  for (const char* flag : kFlags) {
+    std::map<char, std::set<std::string>> seen;
+    for (const PairRun& r : runs)
+      if (r.log && r.log->arguments && r.log->arguments->count(flag)) seen[r.side()].insert(r.log->arguments->at(flag));
+    if (seen.empty()) continue;
+    auto join = [](const std::set<std::string>& v) {
+      std::string s;
+      for (const std::string& x : v) s += (s.empty() ? "" : "/") + x;
+      return s.empty() ? std::string("(absent)") : s;
+    };
+    shown.push_back(seen['A'] == seen['B'] ? fmt::format("{} {}", flag, join(seen['A']))
+                                           : fmt::format("{} {} (baseline) vs {} (candidate)", flag, join(seen['A']),
+                                                         join(seen['B'])));
+  }
+  row.detail = shown.empty() ? "no check flag in the arguments blocks" : "";
+  for (const std::string& s : shown) row.detail += (row.detail.empty() ? "" : "; ") + s;
+  return row;
+}
+
+// ---- output ----
+
+void write_outputs(const PairOptions& o, const std::vector<CompareRow>& rows, const std::vector<PairRun>& all, bool ok,
+                   double seconds, const std::string& started) {
+  FixtureRun fr;
+  fr.fixture = "pair";
+  fr.exit_code = ok ? 0 : 1;
+  fr.seconds = seconds;
+  fr.log_path = fs::absolute(o.out_dir).string();
+  fr.launches = static_cast<int>(all.size());
+  for (const CompareRow& r : rows) {
+    std::string message = r.detail;
+    for (const std::string& p : r.problems) message += "\n" + p;
+    Verdict v{"pair", r.check, "candidate", r.check, r.result != CompareResult::kFail, message};
+    (r.result == CompareResult::kNotRun ? fr.skipped : fr.verdicts).push_back(v);
+  }
+  GateSummary g;
+  g.ok = ok;
+  g.started_at = started;
+  g.seconds = seconds;
+  g.arms = {"candidate"};
+  g.runs = {fr};
+  if (!o.json_path.empty()) {
+    nlohmann::json j = gate_to_json(g);
+    nlohmann::json list = nlohmann::json::array();
+    for (const PairRun& r : all)
+      list.push_back({{"run", r.name()}, {"exit_code", r.exit_code}, {"seconds", r.seconds}, {"log", r.log_path},
+                      {"tables", r.tables.size()}});
+    j["pair"] = {{"baseline", o.baseline}, {"candidate", o.candidate}, {"runs", list}, {"rows", compare_rows_json(rows)}};
+    std::ofstream(o.json_path) << j.dump(1) << "\n";
+  }
+  if (!o.junit_path.empty()) write_junit(o.junit_path, g.runs);
+  if (!o.html_path.empty())
+    std::ofstream(o.html_path) << render_report(g, fs::absolute(o.out_dir).string(), utc_now());
+}
+
+}  // namespace
+
+CLI::App* add_pair_command(CLI::App& app, PairOptions& o) {
+  CLI::App* c = app.add_subcommand("pair", "gate a baseline and a candidate command (Megatron-LM, loopgate run): "
+                                           "alternating runs, verdict rows, exit 0/1/2");
+  c->add_option("--baseline", o.baseline, "the baseline's command line (run by /bin/sh -c)")->required();
+  c->add_option("--candidate", o.candidate, "the candidate's command line")->required();
+  c->add_option("--runs", o.runs, "runs per arm, alternating A1 B1 A2 B2 ..., 1-100 (default 3)");
+  c->add_option("--out-dir", o.out_dir, "every run's log and sync tables, OUT/ARM-N/ (default loopgate-pair)");
+  c->add_option("--early", o.early, "lm loss and params norm identical at iterations 1..K, K >= 1 (default 2)");
+  c->add_option("--allow-arg", o.allow_args, "NAME=REASON: an argument that may differ between the runs (repeatable)");
+  c->add_option("--allow-sync", o.allow_syncs,
+                "SITE=REASON: a site (substring) whose syncs per iteration may grow over the baseline's (repeatable)");
+  c->add_option("--counter", o.counter,
+                "cupti (each run under the CUDA sync counter, as loopgate syncs) | off (tables only where the command "
+                "writes them into $LOOPGATE_PAIR_DIR, as loopgate run --syncs-json does); default cupti");
+  c->add_option("--iter-fn", o.iter_fn, "with the counter: module:function whose every call begins an iteration");
+  c->add_option("--iters", o.iters, "with the counter: A-B, count marked iterations A to B only");
+  c->add_option("--inject-lib", o.inject_lib, "the injection library (default: the one built beside this loopgate)");
+  c->add_option("--nan-inject", o.nan_inject,
+                "a fault spec (iter=I,site=loss|grad[,...];...): one more run per arm with $LOOPGATE_NAN_INJECT set to "
+                "it; both must detect it before the step, alike");
+  c->add_option("--run-timeout", o.run_timeout, "seconds a run may take before its process group is ended, >= 0 "
+                                                "(default 0: no limit)");
+  c->add_flag("--fail-if-slower", o.fail_if_slower, "the step-time row fails when the candidate is significantly slower");
+  c->add_option("--json", o.json_path, "the verdicts as JSON, in the gate's shape plus the pair's rows");
+  c->add_option("--junit", o.junit_path, "the verdicts as JUnit XML");
+  c->add_option("--html", o.html_path, "the verdicts as one HTML page (loopgate report's)");
+  c->add_option("--alpha", o.alpha, "significance level, in (0, 1) (default 0.05)");
+  c->add_option("--window", o.step.window, "iterations per step-time window, >= 0 (default 0: one per log line)");
+  c->add_option("--warmup-windows", o.step.warmup_windows, "windows dropped at the start of each run (default 1)");
+  c->add_option("--time-source", o.step.source, "auto | timestamps | elapsed");
+  return c;
+}
+
+int cmd_pair(const PairOptions& opts) {
+  PairOptions o = opts;
+  if (o.inject_lib.empty()) o.inject_lib = default_inject_lib(o.self_exe);
+  check_pair_options(o);
+  if (stop_after_validation()) return 0;
+  set_mpi_launch_env();
+  const std::string started = utc_now();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::printf("loopgate pair: %d run(s) per arm, alternating; logs in %s\n  baseline:  %s\n  candidate: %s\n", o.runs,
+              o.out_dir.c_str(), o.baseline.c_str(), o.candidate.c_str());
+  std::vector<PairRun> runs, nan_runs;
+  for (int i = 1; i <= o.runs; ++i)
+    for (const char* arm : {"baseline", "candidate"}) runs.push_back(run_one(o, arm, i, ""));
+  if (!o.nan_inject.empty())
+    for (const char* arm : {"baseline", "candidate"}) nan_runs.push_back(run_one(o, arm, 0, o.nan_inject));
+
+  std::vector<CompareRun> logs;
+  for (const PairRun& r : runs)
+    if (r.log) logs.push_back({r.side(), r.numbers()});
+  std::vector<CompareRow> rows = {completed_row(runs), arguments_row(runs, declared(o.allow_args, "--allow-arg"))};
+  const bool both = std::any_of(logs.begin(), logs.end(), [](const CompareRun& r) { return r.side == 'A'; }) &&
+                    std::any_of(logs.begin(), logs.end(), [](const CompareRun& r) { return r.side == 'B'; });
+  if (both)
+    for (CompareRow& r : judged_rows(logs, o.early)) rows.push_back(std::move(r));
+  rows.push_back(nan_row(o, nan_runs));
+  SyncsRow syncs = syncs_row(runs, declared(o.allow_syncs, "--allow-sync"));
+  rows.push_back(syncs.row);
+  StepTimeRow st;
+  st.row.check = "step time";
+  st.row.detail = "not run: a side has no log";
+  if (both) st = step_time_row(logs, o.step, o.alpha);
+  st.row.check = "step time";
+  if (o.fail_if_slower && st.ran && st.verdict.kind == StepTimeVerdictKind::kSlower) st.row.result = CompareResult::kFail;
+  rows.push_back(st.row);
+  rows.push_back(check_flags_row(runs));
+
+  const bool ok = std::none_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.result == CompareResult::kFail; });
+  print_compare_table(rows, ok);
+  print_compare_problems(rows);
+  if (!syncs.a.empty()) std::printf("\n%s", format_sync_diff(syncs.a, syncs.b, "baseline", "candidate").c_str());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<PairRun> all = runs;
+  all.insert(all.end(), nan_runs.begin(), nan_runs.end());
+  write_outputs(o, rows, all, ok, seconds, started);
+  return ok ? 0 : 1;
+}
+
+}  // namespace loopgate
