@@ -406,7 +406,8 @@ void write_outputs(const PairOptions& o, const std::vector<CompareRow>& rows, co
   for (const CompareRow& r : rows) {
     std::string message = r.detail;
     for (const std::string& p : r.problems) message += "\n" + p;
-    Verdict v{"pair", r.check, "candidate", r.check, r.result != CompareResult::kFail, message};
+    const std::string check = r.result == CompareResult::kInfo ? r.check + " (informational)" : r.check;
+    Verdict v{"pair", check, "candidate", check, r.result != CompareResult::kFail, message};
     (r.result == CompareResult::kNotRun ? fr.skipped : fr.verdicts).push_back(v);
   }
   GateSummary g;

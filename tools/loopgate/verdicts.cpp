@@ -79,6 +79,10 @@ std::vector<VerdictRow> verdict_rows(const std::vector<FixtureRun>& runs, const 
   std::vector<std::string> names;
   for (const auto& [check, suite] : gate_checks()) names.push_back(check);
   names.push_back("other");
+  // Then any other check a run holds, in its order (`loopgate pair`'s rows).
+  for (const FixtureRun& r : runs)
+    for (const Verdict& v : r.verdicts)
+      if (std::find(names.begin(), names.end(), v.check) == names.end()) names.push_back(v.check);
   for (const FixtureRun& r : runs) {
     for (const std::string& check : names) {
       VerdictRow row;
