@@ -101,6 +101,7 @@ const std::map<std::string, std::function<bool(const std::string&)>>& regression
       {"trace/regression-world-float-overflow", refused([](const std::string& t) { trace_from_string(t); })},
       {"trace/regression-iteration-1e300", refused([](const std::string& t) { trace_from_string(t); })},
       {"trace/regression-site-count-float", refused([](const std::string& t) { trace_from_string(t); })},
+      {"trace/regression-collective-groups-number", refused([](const std::string& t) { trace_from_string(t); })},
   };
   return r;
 }
