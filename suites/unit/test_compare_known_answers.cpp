@@ -227,6 +227,36 @@ INSTANTIATE_TEST_SUITE_P(Inputs, KnownAnswers, ::testing::ValuesIn(kKinds), [](c
   return n;
 });
 
+// The spread rule takes the larger of the two sides' ranges (the seed's DP=64 argument): a side noisier on its
+// own covers a small between-side shift whichever side it is, and a shift beyond both ranges fails either way.
+// A rule that read one side's range alone passes the matrix above (both sides equally noisy) and fails here.
+TEST(KnownAnswersSpread, TheNoisierSideCoversTheShiftWhicheverSideItIs) {
+  auto spread_row = [](double a0, double a1, double b0, double b1) {
+    const double grad[2][2] = {{a0, a1}, {b0, b1}};
+    std::vector<CompareRun> runs;
+    for (int side = 0; side < 2; ++side)
+      for (int run = 0; run < 2; ++run) {
+        std::vector<Values> per_it;
+        for (int it = 1; it <= kIters; ++it) {
+          Values v = base_values(0, it);
+          v.grad_norm = grad[side][run];
+          per_it.push_back(v);
+        }
+        const std::string name = fmt::format("{}{}", side == 0 ? 'A' : 'B', run);
+        runs.push_back({side == 0 ? 'A' : 'B', trace_run(trace_of(per_it), name)});
+      }
+    return judged_rows(runs, kEarly)[3];
+  };
+  const CompareResult covered = wrong() ? CompareResult::kFail : CompareResult::kPass;
+  const CompareResult beyond = wrong() ? CompareResult::kPass : CompareResult::kFail;
+  // Means 2.0 and 2.25, one side's range 1.0, the other's 0.
+  EXPECT_EQ(spread_row(2.0, 2.0, 1.75, 2.75).result, covered) << "B the noisier side";
+  EXPECT_EQ(spread_row(1.75, 2.75, 2.0, 2.0).result, covered) << "A the noisier side";
+  // Means 2.0 and 4.25: beyond either range.
+  EXPECT_EQ(spread_row(2.0, 2.0, 3.75, 4.75).result, beyond) << "B the noisier side";
+  EXPECT_EQ(spread_row(3.75, 4.75, 2.0, 2.0).result, beyond) << "A the noisier side";
+}
+
 // The matrix is generated from compared_fields(): a field compare judges with no planted difference here fails.
 TEST(KnownAnswersTable, EveryJudgedFieldHasAKnownAnswer) {
   std::set<FieldRule> rules;
