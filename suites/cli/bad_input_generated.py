@@ -39,6 +39,7 @@ BASE = {
     "compare": ["--a", f"{EX}/baseline_run1.log", "--b", f"{EX}/candidate_run1.log"],
     "report": ["--gate", GATE_JSON, "--out", os.path.join(WORK, "r.html")],
     "selftest": [],
+    "pair": ["--baseline", "true", "--candidate", "true"],
 }
 AB_FILES = [f"{EX}/baseline_run1.log", f"{EX}/candidate_run1.log"]
 AB_FILE_MODE = {"--alpha", "--window", "--warmup-windows", "--time-source"}  # ab's options of its file mode

@@ -184,6 +184,7 @@ int main(int argc, char** argv) {
   CLI::App* syncs = add_syncs_command(app, sy);
   PairOptions pr;
   CLI::App* pair = add_pair_command(app, pr);
+  add_ab_flags(pair, pr.json_path, pr.alpha, pr.step);
   CLI::App* reference = app.add_subcommand("cli-reference", "print every subcommand's options as Markdown")->group("");
 
   SelftestOptions so;

@@ -24,6 +24,7 @@
 #include "tools/loopgate/paths.h"
 #include "tools/loopgate/report.h"
 #include "tools/loopgate/syncs.h"
+#include "tools/loopgate/validate.h"
 #include "tools/loopgate/verdicts.h"
 #include "trainer/common/error.h"
 
@@ -455,14 +456,9 @@ CLI::App* add_pair_command(CLI::App& app, PairOptions& o) {
   c->add_option("--run-timeout", o.run_timeout, "seconds a run may take before its process group is ended, >= 0 "
                                                 "(default 0: no limit)");
   c->add_flag("--fail-if-slower", o.fail_if_slower, "the step-time row fails when the candidate is significantly slower");
-  c->add_option("--json", o.json_path, "the verdicts as JSON, in the gate's shape plus the pair's rows");
   c->add_option("--junit", o.junit_path, "the verdicts as JUnit XML");
   c->add_option("--html", o.html_path, "the verdicts as one HTML page (loopgate report's)");
-  c->add_option("--alpha", o.alpha, "significance level, in (0, 1) (default 0.05)");
-  c->add_option("--window", o.step.window, "iterations per step-time window, >= 0 (default 0: one per log line)");
-  c->add_option("--warmup-windows", o.step.warmup_windows, "windows dropped at the start of each run (default 1)");
-  c->add_option("--time-source", o.step.source, "auto | timestamps | elapsed");
-  return c;
+  return c;  // --json, --alpha and the step-time options: main.cpp adds them as to ab and compare
 }
 
 int cmd_pair(const PairOptions& opts) {
