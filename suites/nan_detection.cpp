@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <regex>
 #include <set>
 
 #include "fixtures/compare.h"
@@ -199,6 +200,55 @@ TEST(NanDetection, ZerosyncSkipEqualsTheBaselineAtEveryIteration) {
         << "iteration " << r.iteration << " rank " << r.rank << ": verdicts differ";
   }
   EXPECT_EQ(z.local.exit_code, 0);
+}
+
+// Counters across log windows: two windows that each hold skipped steps (the second two of them, one a NaN loss),
+// then windows with none. Every line an arm prints equals the baseline's whole, but for the elapsed time: a
+// counter that is not reset after its read, or a count carried into the next window, shows in the line after.
+// The baseline's own counters are pinned per window (1 skipped, 1 NaN; 2 skipped, 1 NaN; then 0 and 0).
+RunConfig windows_case_config() {
+  RunConfig c = gate_config();
+  c.train_iters = 12;
+  c.log_interval = 3;
+  const int last = world_size() - 1;  // the loss lives on the last stage
+  c.faults = inject(parse_fault_specs(fmt::format(
+      "iter=1,site=loss,rank={0};iter=4,site=grad,bucket=0,rank=0;iter=5,site=loss,rank={0}", last)));
+  c.rerun.on_fault = FaultOutcome::kSkipStep;
+  return c;
+}
+
+// A log line without its elapsed time (the one field that differs between runs of one arm).
+std::string without_elapsed(const std::string& line) {
+  static const std::regex elapsed(R"(elapsed time per iteration \(ms\): [0-9.]+)");
+  return std::regex_replace(line, elapsed, "elapsed time per iteration (ms): -");
+}
+
+TEST(NanDetection, EveryLineAfterSkipsInTwoWindowsEqualsTheBaselines) {
+  if (heavy_fixture()) GTEST_SKIP() << "dp64 runs one NaN scenario (the first iteration's); its windows are here";
+  const RunConfig c = windows_case_config();
+  const ScenarioResult& b = run_scenario("nan:two-windows", c, "baseline");
+  const std::vector<std::string> names = gate_arms();
+  std::vector<const ScenarioResult*> arms;  // every rank runs every scenario (they are collective)
+  for (const std::string& arm : names) arms.push_back(&run_scenario("nan:two-windows", c, arm));
+  if (world_rank() != world_size() - 1) return;  // print_rank_last: the last rank holds the lines
+  // Log points at iteration 1 (Megatron logs the first) and 3, 6, 9, 12.
+  const std::vector<std::string> counters = {"skipped iterations:   0 | number of nan iterations:   0",
+                                             "skipped iterations:   1 | number of nan iterations:   1",
+                                             "skipped iterations:   2 | number of nan iterations:   1",
+                                             "skipped iterations:   0 | number of nan iterations:   0",
+                                             "skipped iterations:   0 | number of nan iterations:   0"};
+  ASSERT_EQ(b.local.log_lines.size(), counters.size()) << "baseline: lines at iterations 1, 3, 6, 9, 12";
+  for (size_t w = 0; w < counters.size(); ++w)
+    EXPECT_NE(b.local.log_lines[w].find(counters[w]), std::string::npos)
+        << "baseline line " << w + 1 << ": " << b.local.log_lines[w] << " lacks '" << counters[w] << "'";
+  for (size_t a = 0; a < arms.size(); ++a) {
+    const ScenarioResult& r = *arms[a];
+    const std::string& arm = names[a];
+    ASSERT_EQ(r.local.log_lines.size(), b.local.log_lines.size()) << arm << ": lines";
+    for (size_t w = 0; w < b.local.log_lines.size(); ++w)
+      EXPECT_EQ(without_elapsed(r.local.log_lines[w]), without_elapsed(b.local.log_lines[w]))
+          << arm << ": line " << w + 1 << " of " << b.local.log_lines.size();
+  }
 }
 
 // Gate power: zerosync masking the step one iteration late lets the fault's step through.
