@@ -62,17 +62,17 @@ std::map<std::string, std::string> declared(const std::vector<std::string>& spec
   return out;
 }
 
+std::string shim_dir(const PairOptions& o) { return fs::path(o.inject_lib).parent_path().string() + "/loopgate_pyshim"; }
+
 void check_pair_options(const PairOptions& o) {
   LG_INPUT_CHECK(!o.baseline.empty(), "--baseline: the baseline's command line is required");
   LG_INPUT_CHECK(!o.candidate.empty(), "--candidate: the candidate's command line is required");
   LG_INPUT_CHECK(o.runs >= 1 && o.runs <= 100, "--runs {}: must be 1..100", o.runs);
   LG_INPUT_CHECK(o.early >= 1, "--early {}: must be >= 1", o.early);
   LG_INPUT_CHECK(o.counter == "cupti" || o.counter == "off", "--counter '{}': must be cupti or off", o.counter);
-  if (o.counter == "cupti") {
-    check_input_file("--inject-lib", o.inject_lib);
-    check_input_file("--inject-lib (its Python shim)",
-                     fs::path(o.inject_lib).parent_path().string() + "/loopgate_pyshim/sitecustomize.py");
-  }
+  if (o.counter == "cupti") check_input_file("--inject-lib", o.inject_lib);
+  if (o.counter == "cupti" || !o.nan_inject.empty())
+    check_input_file("--inject-lib (its Python shim)", shim_dir(o) + "/sitecustomize.py");
   static const std::regex range(R"((\d{1,9})-(\d{1,9}))");
   std::smatch m;
   LG_INPUT_CHECK(o.iters.empty() || (std::regex_match(o.iters, m, range) && std::stoll(m[1]) >= 1 &&
@@ -156,6 +156,11 @@ Env run_environment(const PairOptions& o, const PairRun& r, const std::string& n
     so.iters = o.iters;
     so.inject_lib = o.inject_lib;
     for (auto& kv : counter_environment(so, r.dir)) env.push_back(std::move(kv));
+  } else if (!nan_inject.empty()) {  // the shim injects into a Python program (loopgate_nan.py), counter or not
+    const char* pythonpath = std::getenv("PYTHONPATH");
+    env.emplace_back("PYTHONPATH", fs::absolute(shim_dir(o)).string() +
+                                       (pythonpath && *pythonpath ? std::string(":") + pythonpath : ""));
+    env.emplace_back("LOOPGATE_SYNC_ITER_FN", o.iter_fn);
   }
   return env;
 }

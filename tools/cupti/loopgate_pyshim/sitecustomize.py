@@ -1,11 +1,12 @@
-"""loopgate's Python shim for the sync counter (`loopgate syncs`): each call of one named function begins an
-iteration, without editing the user's source. Python imports this file at start-up because `loopgate syncs` puts
+"""loopgate's Python shim (`loopgate syncs`, `loopgate pair`): it wraps named functions of the user's program when
+their modules are imported, without editing the source. Python imports this file at start-up because loopgate puts
 its folder first on PYTHONPATH; it then runs the sitecustomize it shadows, if there is one.
 
-LOOPGATE_SYNC_ITER_FN  "module:function" (default megatron.training.training:train_step): the function wrapped
-                       once the module is imported; its module's globals see the wrapper, so callers inside the
-                       module (Megatron's train loop) call it.
-LOOPGATE_SYNC_LIB      the library that exports loopgate_sync_iteration() (the injection library).
+LOOPGATE_SYNC_ITER_FN  "module:function" (default megatron.training.training:train_step): each call begins an
+                       iteration. The function is replaced in its module, so callers inside the module (Megatron's
+                       train loop) call the wrapper.
+LOOPGATE_SYNC_LIB      the library that exports loopgate_sync_iteration() (the injection library); unset: no marks.
+LOOPGATE_NAN_INJECT    faults to inject (loopgate_nan.py says which functions and how): `loopgate pair --nan-inject`.
 """
 import ctypes
 import functools
@@ -16,7 +17,11 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_TARGET = os.environ.get("LOOPGATE_SYNC_ITER_FN", "megatron.training.training:train_step")
+_ITER_FN = os.environ.get("LOOPGATE_SYNC_ITER_FN", "megatron.training.training:train_step")
+
+
+def _say(line):
+    print(f"loopgate shim: {line}", file=sys.stderr, flush=True)
 
 
 def _marker():
@@ -25,33 +30,32 @@ def _marker():
         # PyDLL keeps the GIL across the call: the marker only bumps an atomic counter.
         return ctypes.PyDLL(lib).loopgate_sync_iteration
     except (OSError, AttributeError) as e:
-        print(f"loopgate shim: no iteration marker in LOOPGATE_SYNC_LIB '{lib}': {e}", file=sys.stderr)
+        _say(f"no iteration marker in LOOPGATE_SYNC_LIB '{lib}': {e}")
         return None
 
 
-def _wrap(module, function, mark):
-    original = getattr(module, function, None)
+# ---- wrapping a function when its module is imported ----
+
+_PENDING = {}  # module name -> [(qualified name, decorate, what is lost without it)]
+
+
+def _apply(module, qualname, decorate, lost):
+    owner = module
+    parts = qualname.split(".")
+    for part in parts[:-1]:  # Class.method
+        owner = getattr(owner, part, None)
+    original = getattr(owner, parts[-1], None) if owner is not None else None
     if original is None:
-        print(f"loopgate shim: {module.__name__} has no function '{function}': no iteration is marked",
-              file=sys.stderr)
+        _say(f"{module.__name__} has no function '{qualname}': {lost}")
         return
-
-    @functools.wraps(original)
-    def marked(*args, **kwargs):
-        mark()
-        return original(*args, **kwargs)
-
-    setattr(module, function, marked)
+    setattr(owner, parts[-1], functools.wraps(original)(decorate(original)))
 
 
 class _WrapOnImport(importlib.abc.MetaPathFinder):
-    """Finds the target module with the other finders, then wraps the function once the module has run."""
-
-    def __init__(self, module, function, mark):
-        self.module, self.function, self.mark = module, function, mark
+    """Finds a pending module with the other finders, then applies its wraps once the module has run."""
 
     def find_spec(self, name, path=None, target=None):
-        if name != self.module:
+        if name not in _PENDING:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -61,30 +65,51 @@ class _WrapOnImport(importlib.abc.MetaPathFinder):
                 break
         else:
             return None
-        run = spec.loader.exec_module
-        function, mark = self.function, self.mark
+        run, wraps = spec.loader.exec_module, _PENDING.pop(name)  # one module, once
 
         def exec_module(module):
             run(module)
-            _wrap(module, function, mark)
+            for qualname, decorate, lost in wraps:
+                _apply(module, qualname, decorate, lost)
 
         spec.loader.exec_module = exec_module
-        sys.meta_path.remove(self)  # one module, once
         return spec
 
 
-def _install():
-    module, sep, function = _TARGET.partition(":")
-    if not sep or not module or not function:
-        print(f"loopgate shim: LOOPGATE_SYNC_ITER_FN '{_TARGET}': expected module:function", file=sys.stderr)
-        return
-    mark = _marker()
-    if mark is None:
+_FINDER = _WrapOnImport()
+
+
+def wrap_on_import(target, decorate, lost):
+    """Replaces `module:qualname` by decorate(original) once the module is imported (now, if it is)."""
+    module, sep, qualname = target.partition(":")
+    if not sep or not module or not qualname:
+        _say(f"'{target}': expected module:function: {lost}")
         return
     if module in sys.modules:
-        _wrap(sys.modules[module], function, mark)
-    else:
-        sys.meta_path.insert(0, _WrapOnImport(module, function, mark))
+        _apply(sys.modules[module], qualname, decorate, lost)
+        return
+    _PENDING.setdefault(module, []).append((qualname, decorate, lost))
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+
+
+# ---- what loopgate asked for ----
+
+def _install():
+    if os.environ.get("LOOPGATE_SYNC_LIB"):
+        mark = _marker()
+        if mark is not None:
+            def marked(original):
+                def call(*args, **kwargs):
+                    mark()
+                    return original(*args, **kwargs)
+                return call
+            wrap_on_import(_ITER_FN, marked, "no iteration is marked")
+    if os.environ.get("LOOPGATE_NAN_INJECT"):
+        spec = importlib.util.spec_from_file_location("loopgate_nan", os.path.join(_HERE, "loopgate_nan.py"))
+        nan = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(nan)  # only when asked
+        nan.install(wrap_on_import, _say, _ITER_FN)
 
 
 def _run_shadowed_sitecustomize():
