@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <map>
 #include <memory>
 #include <set>
@@ -124,6 +125,14 @@ std::string abort_lines(const std::string& log_path) {
   return out.empty() ? "aborted (see " + log_path + ")" : out;
 }
 
+// The scenario a watchdog line says the job hung in ("KEY arm ARM"), or "" (none named, or outside a scenario).
+std::string hung_scenario(const std::string& abort_text) {
+  static const std::regex line(R"(loopgate watchdog: rank \d+: test \S+ made no progress for [0-9.]+ s \(scenario (.+), iteration -?\d+, last site)");
+  std::smatch m;
+  if (!std::regex_search(abort_text, m, line) || m[1] == "-") return "";
+  return m[1];
+}
+
 // One fixture's launch of the suites, running in the background; its log is echoed as it grows. A launch that
 // is aborted inside a test (a hang the watchdog breaks, a throw, an MPI error) is relaunched for the tests it
 // did not reach, so one broken test costs its own verdict, not the fixture's.
@@ -133,6 +142,7 @@ struct Launch {
   const GateOptions* o = nullptr;
   std::string dir, trace_dir, progress, attempt_log;
   std::vector<std::string> excluded;  // tests earlier attempts started (finished or aborted in)
+  std::string hung_file;              // scenarios earlier attempts hung in (--lg_hung_file): not run again
   std::chrono::steady_clock::time_point start;
   std::ifstream log;
   std::string pending;
@@ -164,8 +174,10 @@ void start_attempt(Launch& l) {
   std::string cmd = fmt::format("{}{} -n {} {}", l.unit.gpus.empty() ? "" : "CUDA_VISIBLE_DEVICES=" + l.unit.gpus + " ",
                                 o.mpiexec, l.r.np, suite_command(o, l.unit));
   cmd += fmt::format(" --lg_trace_dir={} --lg_progress_file={} --lg_timeout={} --lg_progress_timeout={} "
-                     "'--gtest_filter={}' > {} 2>&1",
-                     l.trace_dir, l.progress, l.r.np > 8 ? 1200 : 300, o.progress_timeout, filter, l.attempt_log);
+                     "'--gtest_filter={}'",
+                     l.trace_dir, l.progress, l.r.np > 8 ? 1200 : 300, o.progress_timeout, filter);
+  if (!l.hung_file.empty()) cmd += " --lg_hung_file=" + l.hung_file;
+  cmd += " > " + l.attempt_log + " 2>&1";
   std::string bg = "(" + cmd + "; echo $? > " + l.attempt_log + ".rc) &";
   if (std::system(bg.c_str()) != 0) throw Error("could not launch: " + cmd);
   l.log.close();
@@ -239,8 +251,17 @@ bool poll_launch(Launch& l) {
     Verdict v = make_verdict(l.r.fixture, out.aborted_suite, out.aborted_name, out.aborted_param);
     if (v.check.empty()) v.check = "other";
     v.passed = false;
-    v.message = "the launch was aborted in this test:\n" + abort_lines(l.attempt_log);
+    const std::string why = abort_lines(l.attempt_log);
+    v.message = "the launch was aborted in this test:\n" + why;
     l.r.verdicts.push_back(v);
+    // A hang in a scenario: the relaunch refuses that scenario, so the tests that share it fail at once.
+    if (const std::string hung = hung_scenario(why); !hung.empty()) {
+      l.hung_file = fmt::format("{}/{}.hung", l.dir, unit_name(l.unit));
+      std::ofstream(l.hung_file, std::ios::app) << hung << "\t" << out.aborted_in << "\n";
+      if (l.o->echo)
+        std::printf("      %-10s hung in scenario %s: the relaunch does not run it again\n", l.r.fixture.c_str(),
+                    hung.c_str());
+    }
     l.r.aborted.push_back(out.aborted_in);
     l.r.exit_code = rc;
     l.excluded.insert(l.excluded.end(), out.seen.begin(), out.seen.end());

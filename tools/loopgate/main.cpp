@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
   gate->add_option("--mpiexec", go.mpiexec, "the MPI launcher: a path or a program on PATH (default mpiexec)");
   gate->add_option("--progress-timeout", go.progress_timeout,
                    "seconds a test may go without progress on a rank before it fails and the fixture relaunches "
-                   "for the tests not yet run, > 0 (default 60)");
+                   "for the tests not yet run, refusing the scenario it hung in (the tests that share it fail at "
+                   "once), > 0 (default 60)");
   gate->add_option("--device", go.device,
                    "cpu | cuda (cuda: every fixture whose ranks fit the visible GPUs, one rank per GPU, NCCL and bf16, "
                    "plus the GPU-only checks ledger_cupti and capture_probe; default cpu)");
