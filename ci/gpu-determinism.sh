@@ -2,7 +2,7 @@
 # Is a plain GPU run reproducible? Two plain baseline runs in two processes (ITERS iterations, log interval 1,
 # Traces compared by `loopgate compare` and field by field, parameter checksums included). The GPU tier always
 # runs with LibTorch's deterministic algorithms on and cuBLAS's workspace fixed (fixtures.cpp make_run_groups; an
-# op without a deterministic form would throw, naming itself). Issue 13: the 2048x8x1024 `num zeros` question.
+# op without a deterministic form would throw, naming itself). The 2048x8x1024 `num zeros` question.
 # Logs in $RESULTS/determinism (default build/gpu/results).
 #   SIZE=2048x8x1024 ITERS=60 ci/gpu-determinism.sh
 set -uo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13/14 measurements on a GPU machine (one or two GPUs): zerosync and `--cuda-graph iteration`, CUPTI launch
+# Measurements on a GPU machine (one or two GPUs): zerosync and `--cuda-graph iteration`, CUPTI launch
 # counts, and `loopgate ab` step times. Results go to $RESULTS (default build/gpu/results), one log per step.
 #   BUILD=1 LOOPGATE_VENDOR_DIR=$PWD/.vendor ci/gpu-graph.sh       # build, then every step
 #   STEPS="unit launches" ci/gpu-graph.sh                            # some steps (after a build)
@@ -93,7 +93,7 @@ if has ab; then
 fi
 
 if has live; then
-  # Issue 13 items 1 and 2 again: each log line stamped by the reader as it arrives (live, not at the end), and
+  # Again: each log line stamped by the reader as it arrives (live, not at the end), and
   # the elapsed time per iteration of the one-window lagged timers (never 0.0, never two windows in one line).
   stamp() { while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%3N)" "$line"; done; }
   mpirun -np 1 $LG run --fixture single --device cuda --iters 200 --log-interval 50 2>&1 | stamp > "$R/live_single.log"

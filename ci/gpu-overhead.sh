@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13: what loopgate's bookkeeping costs on a GPU (after a GPU build, e.g. ci/gpu-graph.sh with BUILD=1 STEPS="").
+# What loopgate's bookkeeping costs on a GPU (after a GPU build, e.g. ci/gpu-graph.sh with BUILD=1 STEPS="").
 # `loopgate ab --arms A,A:bare`: arm A with the ledger counting and its level-1 timer events, alternating with the
 # same arm with both off (TrainSession::run), in one process over one model; the ratio B/A and its interval is the
 # overhead. One log per run in $RESULTS/overhead (default build/gpu/results).

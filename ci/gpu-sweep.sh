@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13's sweep on a GPU machine (after a GPU build, e.g. ci/gpu-graph.sh with BUILD=1 STEPS=""): `loopgate ab`
+# The step-time sweep on a GPU machine (after a GPU build, e.g. ci/gpu-graph.sh with BUILD=1 STEPS=""): `loopgate ab`
 # baseline vs onesync over model sizes from launch-bound to compute-bound, at --log-interval 1 and 20, on one GPU
 # (single) and, with two, tp2sp. One log per run in $RESULTS (default build/gpu/results/sweep); one line per run
 # in $RESULTS/sweep.tsv (tools/sweep_table.py turns the logs into the table and plot of docs/performance.md).

@@ -1,4 +1,4 @@
-# The GPU tier's build (issue 6). Three cases:
+# The GPU tier's build. Three cases:
 #   LOOPGATE_CUDA=ON (the gpu preset, LibTorch CUDA from the runner's PyTorch): the CUPTI counter, the NCCL
 #     backend and the CUDA event source join the trainer (LOOPGATE_HAS_CUDA=1); the injection library, the NCCL
 #     smoke program and the GPU tests are built.

@@ -1,4 +1,4 @@
-// Gate: cuda_graph (issue 14). `--cuda-graph iteration` replays every iteration of an arm that reads nothing
+// Gate: cuda_graph. `--cuda-graph iteration` replays every iteration of an arm that reads nothing
 // between log points (zerosync) as one captured CUDA graph, a log point's one batched read after its replay; the
 // first two iterations and iterations a planned fault hits run eagerly (capture.h). A replay equals eager execution only if each replayed
 // iteration would dispatch the captured operators with the captured host arguments on the same persistent

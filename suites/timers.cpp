@@ -1,5 +1,5 @@
 // Gate: timers. On real multi-rank runs of every arm (host timers for eager arms, lagged device-event timers for
-// deferred ones), the properties of the seed's commit 4 as issue 13 sharpened them: every interval reported
+// deferred ones), the properties of the seed's commit 4, sharpened: every interval reported
 // exactly once (per timer, sequence numbers 0..n-1, no gap or duplicate), in order (what each iteration reported
 // is a prefix of the run's report stream); at most 1024 events pending; open windows drained on stop; the
 // reported interval-time intervals sum exactly to the total; and ONE WINDOW PER LOG LINE: every log line after
@@ -7,7 +7,7 @@
 // (deferred: lagged by one window) or its own (eager); the first report waits once and later reports wait only
 // when the device is more than a window behind — shown with a CPU device that runs a seeded random 0-3 log
 // windows behind the host (RunConfig::event_lag), where "whatever has completed" gives 0.0 lines and doubled
-// windows (issue 13 item 2, measured on an H200). Plus the registry on a FakeClock: 1000 intervals of exact
+// windows (measured on an H200). Plus the registry on a FakeClock: 1000 intervals of exact
 // binary fractions through Timers/EventTimer, the 1024 bound exercised, sums exact.
 // Not proven here: that device-event times equal host times (they differ by construction), real CUDA events
 // (suites/gpu covers those).
@@ -362,7 +362,7 @@ TEST(Timers, FakeClockThousandIntervalsThroughTheRegistrySumExactlyWithin1024Pen
 }
 
 // Gate power: the seed's first form of the deferred timers — report whatever has completed — must be rejected on
-// a device that runs behind: it gives lines with no window (0.0) and lines with two (issue 13, item 2).
+// a device that runs behind: it gives lines with no window (0.0) and lines with two.
 TEST(GatePower, TimersRejectsWhateverCompletedReports) {
   const std::string arm = "defect-timer-whatever-completed";
   auto p = window_problems(arm, lagged_run(arm).local);

@@ -1,4 +1,4 @@
-// What loopgate's own bookkeeping costs the host per training iteration (issue 13: instrumentation overhead), as
+// What loopgate's own bookkeeping costs the host per training iteration (instrumentation overhead), as
 // microbenchmarks precise to nanoseconds where `loopgate ab --arms A,A:bare` on a noisy machine resolves only
 // percent: bookkeeping/ledger_iteration/{counting,off} is one iteration's ledger work at the baseline's read count
 // (begin_iteration, one note per read, the Trace's per-site counts); bookkeeping/level1_timers is one iteration's

@@ -1,4 +1,4 @@
-// The loop on real GPUs, as verdicts (issue 6). Fixture from --lg_fixture (default single: one GPU; tp2sp and
+// The loop on real GPUs, as verdicts. Fixture from --lg_fixture (default single: one GPU; tp2sp and
 // pp2 on two), bf16 params, NCCL groups, one GPU per rank.
 // (1) Ledger == CUPTI. For every arm, the CUPTI counter's synchronizes + synchronous copies per site per
 //     iteration equal the ledger's reads, at log interval 1 and 3, over the steady-state iterations 2..N-1
@@ -177,7 +177,7 @@ TEST_F(LedgerEqualsCupti, RejectsASyncOutsideTheLedger) {
   if (!m.empty() && world_rank() == 0) std::printf("rejected as expected:%s\n", first_lines(m, 3).c_str());
 }
 
-// Issue 14's claim, read straight off CUPTI on this rank: between log points zerosync blocks the host nowhere
+// The cuda_graph claim, read straight off CUPTI on this rank: between log points zerosync blocks the host nowhere
 // (no synchronize, no synchronous or pageable copy, at any site), eagerly and with the iteration replayed as one
 // graph. Each non-log iteration of 2..N-1 where CUPTI saw a host block, as a line.
 std::vector<std::string> blocks_between_log_points(const std::string& arm, bool graph) {

@@ -52,7 +52,7 @@ TEST(SelfTest, CrashesOnRankOne) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-// ---- the hangs a loop change can cause (issue 15): each must fail within the progress limit, name the rank ----
+// ---- the hangs a loop change can cause: each must fail within the progress limit, name the rank ----
 
 namespace {
 // A collective on the loop's own Comm (progress is counted there, as in a real run), over the world.

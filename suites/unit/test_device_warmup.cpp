@@ -1,5 +1,5 @@
 // The BLAS warm-up the GPU tier runs before it may clear CUBLAS_WORKSPACE_CONFIG (trainer/common/device.h): on the
-// CPU the same product and backward, so a warm-up that stops computing a gradient (session 17's first form built its
+// CPU the same product and backward, so a warm-up that stops computing a gradient (an earlier form built its
 // leaf without requires_grad and threw on every GPU rank) fails here, in CI, before a GPU runs it.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

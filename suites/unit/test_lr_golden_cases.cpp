@@ -78,7 +78,7 @@ const std::vector<VariantRow> kVariants = {
     {Variant::kIsqrtNoFloor, "inverse-square-root-no-floor", false},
 };
 
-// The constructor arguments in samples, as training.py get_optimizer_param_scheduler makes them (§5.1).
+// The constructor arguments in samples, as training.py get_optimizer_param_scheduler makes them.
 struct Samples {
   double init, max_lr, min_lr, warmup;
   int64_t decay, wsd_decay = 0;
@@ -94,7 +94,7 @@ Samples samples_of(const SchedulerIters& s, int64_t gbs) {
   return m;
 }
 
-// megatron/core/optimizer_param_scheduler.py get_lr (§5.2) in Python's operation order, with one variant's change.
+// megatron/core/optimizer_param_scheduler.py get_lr in Python's operation order, with one variant's change.
 double get_lr(const Samples& m, int64_t num_steps, Variant v) {
   const double n = static_cast<double>(num_steps), w = m.warmup;
   const bool in_warmup = v == Variant::kWarmupLt ? n < w : n <= w;

@@ -265,7 +265,7 @@ TEST(TimerLaggingDevice, LagDecidesWhichWindowsAreComplete) {
 
 // The loop's timers over 60 log points with the device 0-3 windows behind: every report after the first is
 // exactly the window before (its own distinct binary-fraction length), never 0, never two windows; a wait exactly
-// when the device was two or more windows behind. "Whatever has completed" fails this (issue 13, item 2).
+// when the device was two or more windows behind. "Whatever has completed" fails this.
 TEST(TimerLaggingDevice, OneWindowPerLogPointWhateverTheLag) {
   const TimerCheck c = check_event_timer_lagging_device(code_event_timer());
   EXPECT_TRUE(c.problems.empty()) << join(c.problems);
@@ -274,7 +274,7 @@ TEST(TimerLaggingDevice, OneWindowPerLogPointWhateverTheLag) {
   EXPECT_EQ(c.lag_waits, c.behind);
   EXPECT_GT(c.behind, 5) << "the seeded lags rarely put the device two windows behind: not exercised";
   EXPECT_EQ(c.max_live_events, 15) << "the window to report (8 events) and the one being closed (7), once at least";
-  // The seed PR's first form fails it (0.0 lines, doubled windows: issue 13, item 2).
+  // The seed PR's first form fails it (0.0 lines, doubled windows).
   const TimerCheck whatever = check_event_timer_lagging_device([](const std::string& n, EventSource* e) {
     return std::make_unique<WhateverCompletedTimer>(n, e);
   });

@@ -1,4 +1,4 @@
-// The CUDA-graph capture probe (issue 6): "sync-free" means the step body between an arm's host reads can be
+// The CUDA-graph capture probe: "sync-free" means the step body between an arm's host reads can be
 // captured into a CUDA graph. One region of one iteration (RunConfig::capture) runs under a stream capture in
 // cudaStreamCaptureModeGlobal on the run's (non-default) stream. A host read in the region — a synchronize or a pageable copy,
 // also one made from the autograd thread, which global mode covers — makes CUDA refuse; the loop reports the
@@ -58,7 +58,7 @@ class CaptureSession {
 // nullptr in builds without the GPU tier.
 std::unique_ptr<CaptureSession> make_capture_session();
 
-// ---- --cuda-graph iteration (issue 14) ----
+// ---- --cuda-graph iteration ----
 // An iteration of an arm that reads nothing between log points, its device work captured once as CUDA graphs (one
 // per segment between its timer actions: cut) and replayed on every later iteration, log points too (their one read
 // follows the replay). A graph replays the captured kernels with the captured arguments and addresses: it equals

@@ -1,4 +1,4 @@
-// The CPU stand-in for a CUDA graph's replay (issue 14, `--cuda-graph iteration`). A graph replays the kernels
+// The CPU stand-in for a CUDA graph's replay (`--cuda-graph iteration`). A graph replays the kernels
 // captured once, with the host arguments they had then, on the addresses they touched then. Running an iteration
 // eagerly computes the same thing only if that iteration dispatches the same operators, with the same host
 // arguments, on the same persistent tensors (those that outlive the iteration). On a CPU rank nothing can be

@@ -66,7 +66,7 @@ struct RunConfig {
   // refuses it) the operator-stream check stands in (op_stream.h).
   bool cuda_graph_iteration = false;
   // CPU simulation of a device running behind the host: timer events complete a seeded random 0..max_windows
-  // log windows late (0 = off). What a GPU does and a lockstep CPU rank cannot show (issue 13, item 2).
+  // log windows late (0 = off). What a GPU does and a lockstep CPU rank cannot show.
   struct EventLag {
     uint64_t seed = 0;
     int max_windows = 0;

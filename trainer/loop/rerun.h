@@ -7,7 +7,7 @@
 //   deferred — the loop calls bank_value(scalar): one device copy of the checked value into this step's bank, no
 //              read; at loop exit one "any banked value non-finite" verdict rides the decision all-reduce, still
 //              before optimizer.step. One copy per check rather than a predicate's handful of kernels: a
-//              candidate arm must not launch more than the baseline (issue 13).
+//              candidate arm must not launch more than the baseline.
 // This file does no host reads and no collectives: the loop all-reduces decision_tensor(), reads the result
 // through the ledger (Site::kRerunDecision) and passes the value to decide().
 // Not modelled: the in-place rerun and checkpoint-rerun (RERUNNING_* states), spiky-loss / large-grad checks,

@@ -1,4 +1,4 @@
-// Launches per iteration on CPU (issue 13): a count of the operators LibTorch dispatches, per (iteration, site),
+// Launches per iteration on CPU: a count of the operators LibTorch dispatches, per (iteration, site),
 // through LibTorch's RecordFunction callbacks — the CPU stand-in for CUPTI's cuLaunchKernel count on a GPU.
 // Counted: the lowest operators that would run a kernel — none dispatched inside them does (an at::where whose
 // only child is the at::empty of its result counts; a composite whose children launch does not); not counted:
