@@ -6,6 +6,8 @@
 // Not here: the statistics (tools/analysis/stats.cpp), reading files (tools/analysis/megatron_log.cpp).
 #include "tools/loopgate/ab.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -286,6 +288,15 @@ int cmd_ab(const AbOptions& o) {
     *json << j.dump(1) << "\n";
   }
   return 0;
+}
+
+void add_step_time_flags(CLI::App* cmd, std::string& json_path, double& alpha, StepTimeOptions& step) {
+  cmd->add_option("--json", json_path, "write the report as JSON to FILE (checked writable first)");
+  cmd->add_option("--alpha", alpha, "significance level of the Mann-Whitney test, in (0, 1) (default 0.05)");
+  cmd->add_option("--window", step.window, "iterations per step-time window, >= 0 (default 0: one window per log line)");
+  cmd->add_option("--warmup-windows", step.warmup_windows, "windows dropped at the start of each run, >= 0 (default 1)");
+  cmd->add_option("--time-source", step.source,
+                  "auto (timestamps when every line has one, else the elapsed field) | timestamps | elapsed");
 }
 
 }  // namespace loopgate

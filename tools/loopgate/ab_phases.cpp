@@ -8,7 +8,9 @@
 // thread: the loop's and autograd's), with its own statistics: a host-bound loop's CPU time moves with the host
 // work an arm adds, while a shared machine's neighbours stretch wall time, not it. With --profile (GPU): each arm's device idle and sync-starved time per
 // iteration from CUPTI activity records (docs/profile.md), its A-B delta printed next to the step-time delta.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
 
 #include <chrono>
@@ -21,6 +23,7 @@
 #include "tools/loopgate/ab.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
+#include "tools/loopgate/run_flags.h"
 #include "tools/loopgate/validate.h"
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
@@ -281,6 +284,49 @@ int cmd_ab_phases(const AbPhaseOptions& o) {
   }
   MPI_Finalize();
   return code;
+}
+
+CLI::App* add_ab_command(CLI::App& app, AbCommand& c) {
+  AbOptions& ab = c.files;
+  AbPhaseOptions& abp = c.phases;
+  RunFlags& abrf = c.run;
+  std::vector<std::string>& ab_arms = c.arms;
+  CLI::App* ab_cmd = app.add_subcommand(
+      "ab", "step time A vs B: from two runs' files (Megatron logs, Traces, golden values), or, inside mpirun with "
+            "--arms A,B, two arms alternating in phases over one model");
+  ab_cmd->add_option("a", ab.a, "run A: Megatron log, loopgate Trace or golden-values JSON (readable)");
+  ab_cmd->add_option("b", ab.b, "run B (readable)");
+  add_step_time_flags(ab_cmd, ab.json_path, ab.alpha, ab.step);
+  ab_cmd->add_option("--arms", ab_arms, "in-process mode: the two arms A,B that alternate (inside mpirun); NAME:bare "
+                                       "is NAME with loopgate's bookkeeping off (A,A:bare prices it), NAME:digests NAME taking --digests "
+                                       "(A,A:digests prices them)")
+      ->delimiter(',');
+  ab_cmd->add_option("--phases", abp.phases, "in-process: phases per arm, >= 3 (the first is warm-up; default 6)");
+  ab_cmd->add_option("--phase-iters", abp.phase_iters,
+                     "in-process: iterations per phase, >= 1, a multiple of --log-interval (default 20)");
+  add_run_flags(ab_cmd, abrf);
+  add_gpu_flags(ab_cmd, gpu_flags());
+  return ab_cmd;
+}
+
+int cmd_ab_command(AbCommand c) {
+  AbOptions& ab = c.files;
+  AbPhaseOptions& abp = c.phases;
+  if (c.arms.empty()) {
+    LG_INPUT_CHECK(!ab.a.empty() && !ab.b.empty(), "ab: give two run files (loopgate ab A B), or --arms A,B inside "
+                                                   "mpirun to alternate two arms in one process");
+    LG_INPUT_CHECK(!gpu_flags().profile, "--profile: ab profiles the device only in-process (--arms A,B "
+                                         "--device cuda inside mpirun), not from run files");
+    return cmd_ab(ab);
+  }
+  LG_INPUT_CHECK(c.arms.size() == 2, "--arms {}: exactly two arms, A,B", fmt::join(c.arms, ","));
+  LG_INPUT_CHECK(ab.a.empty(), "ab --arms: no run files ({} given): the arms run here", ab.a);
+  abp.run = to_run_options(c.run);
+  abp.arm_a = c.arms[0];
+  abp.arm_b = c.arms[1];
+  abp.alpha = ab.alpha;
+  abp.json_path = ab.json_path;
+  return cmd_ab_phases(abp);
 }
 
 }  // namespace loopgate

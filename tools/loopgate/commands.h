@@ -10,7 +10,14 @@
 #include "tools/loopgate/step_time_options.h"
 #include "trainer/loop/train.h"
 
+namespace CLI {
+class App;
+}
+
 namespace loopgate {
+
+// Each subcommand's flags are defined beside it (add_X_command, in X's file), so main() only dispatches.
+CLI::App* add_run_command(CLI::App& app, RunFlags& flags);  // run_flags.cpp
 
 struct RunOptions {
   RunFlags flags;  // as the user gave them: validation messages name these, not the config's internals
@@ -44,6 +51,7 @@ struct GateOptions {
   std::string gpu_loop_exe;  // default: suites/gpu/loopgate_gpu_loop beside the gate suites
 };
 int cmd_gate(const GateOptions& options);
+CLI::App* add_gate_command(CLI::App& app, GateOptions& options);
 
 // The suites over `fixtures` as `loopgate gate` runs them (relaunching after an abort), into `dir`: one
 // FixtureRun each. For callers that judge the verdicts themselves.
@@ -63,6 +71,7 @@ struct SelftestOptions {
   std::string unit_exe, self_exe, source_dir;  // the tools section's (set by main)
 };
 int cmd_selftest(const SelftestOptions& options);
+CLI::App* add_selftest_command(CLI::App& app, SelftestOptions& options);
 
 struct GoldenOptions {
   bool check = false, update = false;
@@ -74,6 +83,7 @@ struct GoldenOptions {
   std::string capture_dir;  // internal: run inside `mpiexec -n N loopgate golden --capture DIR --fixture F`
 };
 int cmd_golden(const GoldenOptions& options);
+CLI::App* add_golden_command(CLI::App& app, GoldenOptions& options);
 
 // `loopgate ab A B`: step time of two runs (Megatron logs, Traces, golden values with iteration-time).
 struct AbOptions {
@@ -94,6 +104,18 @@ struct AbPhaseOptions {
 };
 int cmd_ab_phases(const AbPhaseOptions& options);  // 0 measured (arms bit-identical), 1 not bit-identical, 2 bad input
 
+// `loopgate ab` as parsed: run files, or --arms with the in-process options (ab_phases.cpp dispatches).
+struct AbCommand {
+  AbOptions files;
+  AbPhaseOptions phases;
+  RunFlags run;
+  std::vector<std::string> arms;
+};
+CLI::App* add_ab_command(CLI::App& app, AbCommand& command);
+int cmd_ab_command(AbCommand command);
+// --json, --alpha and the step-time options of ab, compare and pair (ab.cpp).
+void add_step_time_flags(CLI::App* cmd, std::string& json_path, double& alpha, StepTimeOptions& step);
+
 // `loopgate compare --a ... --b ...`: did the change keep the numbers (docs/compare.md).
 struct CompareOptions {
   std::vector<std::string> a, b;
@@ -103,6 +125,7 @@ struct CompareOptions {
   StepTimeOptions step;
 };
 int cmd_compare(const CompareOptions& options);  // 0 every check that ran passed, 1 one failed, 2 bad input
+CLI::App* add_compare_command(CLI::App& app, CompareOptions& options);
 
 // MPI_Init for a process that is one rank of a job (run, golden --capture).
 void cli_mpi_init(int* rank, int* size);

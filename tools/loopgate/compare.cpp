@@ -5,6 +5,7 @@
 // logged it; no NaN or skipped iteration; grad norm / num zeros between-side mean difference within the
 // within-side spread; step time A/B (informational). docs/compare.md says what each proves and does not.
 // Exit 0 every check that ran passed, 1 one failed, 2 bad input.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -145,6 +146,15 @@ int cmd_compare(const CompareOptions& o) {
     *json << j.dump(1) << "\n";
   }
   return ok ? 0 : 1;
+}
+
+CLI::App* add_compare_command(CLI::App& app, CompareOptions& cmp) {
+  CLI::App* compare = app.add_subcommand("compare", "did the change keep the numbers: verdict rows over runs of A and B");
+  compare->add_option("--a", cmp.a, "runs of A (baseline): Megatron logs, Traces or golden values")->required()->expected(1, -1);
+  compare->add_option("--b", cmp.b, "runs of B (candidate)")->required()->expected(1, -1);
+  compare->add_option("--early", cmp.early, "lm loss and params norm identical at iterations 1..K, K >= 1 (default 2)");
+  add_step_time_flags(compare, cmp.json_path, cmp.alpha, cmp.step);
+  return compare;
 }
 
 }  // namespace loopgate

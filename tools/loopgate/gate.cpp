@@ -2,7 +2,9 @@
 // (every gate's scenarios run inside that launch), echoes one progress line per scenario, then reads the
 // suites' GoogleTest JSON and prints a verdict table (fixture x check x arm), nccl-tests style: header once,
 // one row per (fixture, check), footer with totals and OK/FAILED. Exit: 0 pass, 1 a gate failed, 2 bad input.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -542,6 +544,41 @@ int cmd_gate(const GateOptions& o_in) {
   }
   if (!o.junit_path.empty()) write_junit(o.junit_path, runs);
   return ok ? 0 : 1;
+}
+
+CLI::App* add_gate_command(CLI::App& app, GateOptions& go) {
+  CLI::App* gate = app.add_subcommand("gate", "run every gate on every fixture of the device (CPU: all; cuda: those whose ranks fit the GPUs) and print the verdict table");
+  gate->add_option("--fixture", go.fixtures, "fixtures (repeatable or a,b list; default: every CPU fixture)")
+      ->delimiter(',');
+  gate->add_option("--arm", go.arms, fmt::format("candidate arms (repeatable or a,b list; default: {})",
+                                                  fmt::join(default_candidates(), ", ")))
+      ->delimiter(',');
+  gate->add_option("--check", go.checks, "gates (repeatable or a,b list; default: all)")->delimiter(',');
+  gate->add_option("--iters", go.iters,
+                   "iterations per scenario (default: each gate's own); > every selected fixture's LR warmup, and "
+                   "4..200 when lr_schedule runs off dp64");
+  gate->add_option("--json", go.json_path, "write the verdicts as JSON (checked writable first)");
+  gate->add_option("--junit", go.junit_path, "write the verdicts as JUnit XML (checked writable first)");
+  gate->add_option("--suites-exe", go.suites_exe,
+                   "the gate suites executable (default: beside loopgate; yours, with registered arms and fixtures: "
+                   "docs/custom-arms.md)");
+  gate->add_option("--mpiexec", go.mpiexec, "the MPI launcher: a path or a program on PATH (default mpiexec)");
+  gate->add_option("--progress-timeout", go.progress_timeout,
+                   "seconds a test may go without progress on a rank before it fails and the fixture relaunches "
+                   "for the tests not yet run, refusing the scenario it hung in (the tests that share it fail at "
+                   "once), > 0 (default 60)");
+  gate->add_option("--device", go.device,
+                   "cpu | cuda (cuda: every fixture whose ranks fit the visible GPUs, one rank per GPU, NCCL and bf16, "
+                   "plus the GPU-only checks ledger_cupti and capture_probe; default cpu)");
+  gate->add_option("--gpu-loop-exe", go.gpu_loop_exe,
+                   "the GPU-only suites executable (--device cuda; default: suites/gpu/loopgate_gpu_loop beside the "
+                   "gate suites)");
+  gate->add_option("--shards", go.shards,
+                   "processes sharing each fixture's gate suites, round-robin over its tests, 0-64 (default 0 = auto: 1 "
+                   "on CPU; --device cuda: one per block of ranks-many visible GPUs, at most 8, side by side; more "
+                   "share the GPUs)");
+  gate->add_option("--jobs", go.jobs, "fixtures of at most 2 ranks run this many at a time, >= 1 (default 1: on 2 cores, two jobs' waiting ranks spin against each other)");
+  return gate;
 }
 
 }  // namespace loopgate

@@ -8,6 +8,7 @@
 //             compares with the golden values (exact bits where the recorded environment matches, Megatron's
 //             tolerances otherwise); checks that sync_budgets.json covers the fixture. Exit 0 pass, 1 fail.
 #include <ATen/Parallel.h>
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <mpi.h>
 #include <sys/stat.h>
@@ -249,6 +250,26 @@ int cmd_golden(const GoldenOptions& o) {
   set_mpi_launch_env();
   if (!o.capture_dir.empty()) return capture(o);
   return o.update ? update(o) : check(o);
+}
+
+CLI::App* add_golden_command(CLI::App& app, GoldenOptions& gd) {
+  CLI::App* golden = app.add_subcommand("golden", "compare with golden values (--check) or rewrite them (--update)");
+  golden->add_flag("--check", gd.check, "compare the LR sequences, sync budgets and golden values (exactly one of "
+                                        "--check, --update)");
+  golden->add_flag("--update", gd.update, "rewrite them (the only writer of golden/)");
+  golden->add_option("--fixture", gd.fixtures, "fixtures (repeatable or a,b list; default: every CPU fixture)")
+      ->delimiter(',');
+  gd.golden_dir = default_golden_dir();  // the installed or the source tree's golden/, wherever loopgate is run from
+  golden->add_option("--golden-dir", gd.golden_dir,
+                     "golden values folder (default: $LOOPGATE_GOLDEN_DIR, the installed share/loopgate/golden, or the "
+                     "source tree's golden/); --check: its files must exist, --update: writable");
+  golden->add_option("--device", gd.device,
+                     "cpu | cuda (cuda: the GPU tier's golden values, <fixture>/golden_values_cuda.json and "
+                     "environment_cuda.json, for the fixtures whose ranks fit the visible GPUs; LR sequences and sync "
+                     "budgets are the CPU's)");
+  golden->add_option("--mpiexec", gd.mpiexec, "the MPI launcher: a path or a program on PATH (default mpiexec)");
+  golden->add_option("--capture", gd.capture_dir)->group("");  // internal: the per-fixture MPI worker of --update
+  return golden;
 }
 
 }  // namespace loopgate

@@ -463,7 +463,8 @@ CLI::App* add_pair_command(CLI::App& app, PairOptions& o) {
   c->add_flag("--fail-if-slower", o.fail_if_slower, "the step-time row fails when the candidate is significantly slower");
   c->add_option("--junit", o.junit_path, "the verdicts as JUnit XML");
   c->add_option("--html", o.html_path, "the verdicts as one HTML page (loopgate report's)");
-  return c;  // --json, --alpha and the step-time options: main.cpp adds them as to ab and compare
+  add_step_time_flags(c, o.json_path, o.alpha, o.step);  // as ab and compare define them
+  return c;
 }
 
 int cmd_pair(const PairOptions& opts) {

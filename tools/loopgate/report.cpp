@@ -6,6 +6,8 @@
 #include "tools/loopgate/report.h"
 #include "tools/loopgate/paths.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -451,6 +453,13 @@ int cmd_report(const ReportOptions& o) {
   LG_INPUT_CHECK(f.good(), "--out: writing '{}' failed", out.string());
   std::printf("loopgate report: %zu KB written to %s\n", (page.size() + 1023) / 1024, out.lexically_normal().c_str());
   return 0;
+}
+
+CLI::App* add_report_command(CLI::App& app, ReportOptions& ro) {
+  CLI::App* report = app.add_subcommand("report", "write one self-contained HTML page from `loopgate gate --json` output");
+  report->add_option("--gate", ro.gate_json, "the JSON written by `loopgate gate --json` (readable)")->required();
+  report->add_option("--out", ro.out, "the HTML file (default: report.html beside the gate JSON; checked writable first)");
+  return report;
 }
 
 }  // namespace loopgate

@@ -6,6 +6,10 @@
 
 #include "tools/loopgate/verdicts.h"
 
+namespace CLI {
+class App;
+}
+
 namespace loopgate {
 
 struct ReportOptions {
@@ -22,5 +26,6 @@ std::string render_report_file(const std::string& path, const std::string& gener
 
 // The subcommand: writes the page and prints its absolute path. Exit 0 (written) or 2 (bad input).
 int cmd_report(const ReportOptions& options);
+CLI::App* add_report_command(CLI::App& app, ReportOptions& options);
 
 }  // namespace loopgate

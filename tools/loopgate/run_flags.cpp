@@ -221,4 +221,11 @@ RunOptions to_run_options(const RunFlags& f) {
   return o;
 }
 
+CLI::App* add_run_command(CLI::App& app, RunFlags& rf) {
+  CLI::App* run = app.add_subcommand("run", "run one arm on one fixture (inside mpirun)");
+  add_run_flags(run, rf);
+  add_gpu_flags(run, gpu_flags());
+  return run;
+}
+
 }  // namespace loopgate

@@ -8,6 +8,7 @@
 // run with --device cuda and are listed as not run otherwise, as are, on a GPU, those whose fixture needs more GPUs
 // than are visible. Then (--section tools or all) the tools' known-answer sets (selftest_tools.h). Exit 0 at 100 %
 // and every tool set passing (or not runnable here, said so), 1 otherwise, 2 on bad input.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
@@ -224,6 +225,23 @@ int cmd_selftest(const SelftestOptions& o_in) {
   if (o.section != "defects") ok = run_tools(o, dir, j) && ok;
   if (json_out) *json_out << j.dump(1) << "\n";
   return ok ? 0 : 1;
+}
+
+CLI::App* add_selftest_command(CLI::App& app, SelftestOptions& so) {
+  CLI::App* selftest = app.add_subcommand("selftest", "run every planted defect through the gate that must reject it");
+  selftest->add_option("--defect", so.defects, "defects (repeatable or a,b list; default: the whole catalogue)")
+      ->delimiter(',');
+  selftest->add_option("--progress-timeout", so.progress_timeout,
+                       "seconds a stuck rank waits before the watchdog fails a hanging defect's test, > 0 (default 10)");
+  selftest->add_option("--json", so.json_path, "write the results as JSON");
+  selftest->add_option("--section", so.section,
+                       "defects | tools | all (default all): the planted defects, the tools' known-answer sets "
+                       "(compare, ab, report, the generated bad-input rows), or both");
+  selftest->add_option("--mpiexec", so.mpiexec, "the MPI launcher: a path or a program on PATH (default mpiexec)");
+  selftest->add_option("--device", so.device,
+                       "cpu | cuda (cuda: the GPU tier, GPU-only defects included; a defect whose fixture needs more "
+                       "GPUs than are visible is listed as not run; default cpu)");
+  return selftest;
 }
 
 }  // namespace loopgate
