@@ -1,7 +1,10 @@
 # The environment every GPU measurement script runs under (sourced from the repository root): Open MPI as root in
 # a container, NVLink multicast off (this workplace's machines), deterministic NCCL and cuBLAS (bit identity
 # across runs and arms). NCCL_ALGO / NCCL_PROTO may be overridden from outside.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+while IFS='=' read -r key value; do  # Open MPI's root and oversubscribe lines of ctest/mpi-env.list
+  [[ $key == OMPI_ALLOW_RUN_AS_ROOT* || $key == OMPI_MCA_rmaps_base_oversubscribe ]] && export "$key=$value"
+done < "$(dirname "${BASH_SOURCE[0]}")/../ctest/mpi-env.list"
+unset key value
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # HIDDENxLAYERSxSEQ -> loopgate's model flags (heads = hidden / 64, at least 4): the size notation of the sweep,
 # overhead and determinism scripts. Unquoted use splits it into its words: $(lg_model_flags 2048x4x1024).

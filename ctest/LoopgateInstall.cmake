@@ -49,4 +49,5 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/loopgateConfigVersion.cma
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/loopgateConfig.cmake ${PROJECT_BINARY_DIR}/loopgateConfigVersion.cmake
               ${PROJECT_SOURCE_DIR}/ctest/LoopgateMpi.cmake ${PROJECT_SOURCE_DIR}/ctest/ExpectRun.cmake
+              ${PROJECT_SOURCE_DIR}/ctest/mpi-env.list
         DESTINATION ${LOOPGATE_INSTALL_CMAKEDIR})

@@ -6,17 +6,9 @@
 # collective leaves the others blocked in it (docs/design.md "CPU facts"). A GPU test also gets the label
 # gpusN, N the GPUs it holds at once, so a runner with fewer GPUs leaves it out by label (ci/gpu-select.sh)
 # instead of CTest reporting it "Not Run" and exiting 8.
-set(LOOPGATE_MPI_ENV
-  "OMPI_ALLOW_RUN_AS_ROOT=1"
-  "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
-  "OMPI_MCA_rmaps_base_oversubscribe=1"
-  "OMPI_MCA_mpi_yield_when_idle=1"
-  "OMPI_MCA_btl_vader_single_copy_mechanism=none"
-  "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"
-  "OMP_NUM_THREADS=1"
-  "ATEN_CPU_CAPABILITY=avx2"
-  "OPENBLAS_CORETYPE=Haswell"
-  "GTEST_COLOR=no")
+# The launch environment's one home, mpi-env.list beside this file (in the source tree and installed).
+file(STRINGS ${CMAKE_CURRENT_LIST_DIR}/mpi-env.list LOOPGATE_MPI_ENV REGEX "^[A-Za-z_]+=")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/mpi-env.list)
 
 # The GPUs a test holds at once: from RESOURCE_GROUPS ("N,gpus:1", groups separated by ';'; each gpus entry of a
 # group is one GPU, as ci/gpu-resources.json gives each GPU one slot), else NP for a test labelled gpu.

@@ -399,15 +399,10 @@ std::vector<FixtureRun> run_gate_fixtures(const GateOptions& o, const std::vecto
 // Ranks run as root, oversubscribed, in containers (docs/design.md "CPU facts"); the user's own
 // settings win.
 void set_mpi_launch_env() {
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
-  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
-  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
-  setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 0);  // fewer page faults starting each rank (design.md)
-  setenv("OMP_NUM_THREADS", "1", 0);
-  setenv("ATEN_CPU_CAPABILITY", "avx2", 0);
-  setenv("OPENBLAS_CORETYPE", "Haswell", 0);
+  static const std::pair<const char*, const char*> kEnv[] = {
+#include "mpi_env.inc"  // ctest/mpi-env.list, the launch environment's one home
+  };
+  for (const auto& [key, value] : kEnv) setenv(key, value, /*overwrite=*/0);
 }
 
 }  // namespace loopgate
