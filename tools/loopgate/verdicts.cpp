@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 
+#include "tools/loopgate/svg.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
@@ -178,23 +179,6 @@ GateSummary gate_from_json(const nlohmann::json& j) {
 
 // ---- JUnit ----
 
-namespace {
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
-}  // namespace
-
 void write_junit(const std::string& path, const std::vector<FixtureRun>& runs) {
   std::ofstream x(path);
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"loopgate\">\n";
@@ -205,9 +189,9 @@ void write_junit(const std::string& path, const std::vector<FixtureRun>& runs) {
     x << fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" time=\"{:.1f}\">\n", r.fixture,
                      r.verdicts.size(), failures, r.seconds);
     for (const Verdict& v : r.verdicts) {
-      x << fmt::format("    <testcase classname=\"{}.{}\" name=\"{}\">", r.fixture, v.check, xml_escape(v.test));
-      if (!v.passed) x << "<failure message=\"" << xml_escape(v.message.substr(0, v.message.find('\n'))) << "\">"
-                       << xml_escape(v.message) << "</failure>";
+      x << fmt::format("    <testcase classname=\"{}.{}\" name=\"{}\">", r.fixture, v.check, html_escape(v.test));
+      if (!v.passed) x << "<failure message=\"" << html_escape(v.message.substr(0, v.message.find('\n'))) << "\">"
+                       << html_escape(v.message) << "</failure>";
       x << "</testcase>\n";
     }
     if (r.exit_code != 0 && r.verdicts.empty())
