@@ -5,10 +5,10 @@ names and nowhere else, with one stderr line each; inf as asked; a spec it refus
     python3 test_nan_shim.py SHIM_DIR
 
 LOOPGATE_WRONG_EXPECTATIONS=1 expects each fault one iteration later, so the test fails."""
-import math
 import os
-import subprocess
 import sys
+
+from shim_report import exit_problem, report, run_program
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = """
@@ -30,7 +30,7 @@ def run(shim, spec):
                LOOPGATE_NAN_GRAD_FN="fake_buffer:_ParamAndGradBucketGroup.check_grads")
     env.pop("LOOPGATE_SYNC_LIB", None)
     code = PROGRAM.format(fake=os.path.join(HERE, "fake_megatron"))
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    return run_program(code, env)
 
 
 def main():
@@ -49,18 +49,15 @@ def main():
     failures = []
     for name, spec, stdout, stderr in cases:
         r = run(shim, spec)
-        if r.returncode != 0:
-            failures.append(f"{name}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+        if exit_problem(name, r):
+            failures.append(exit_problem(name, r))
             continue
         if r.stdout.split("\n")[:-1] != stdout:
             failures.append(f"{name}: stdout {r.stdout.splitlines()}, want {stdout}")
         err = r.stderr.splitlines()
         if len(err) != len(stderr) or any(want not in line for want, line in zip(stderr, err)):
             failures.append(f"{name}: stderr {err}, want lines holding {stderr}")
-    for f in failures:
-        print("FAILED:", f)
-    print(f"nan shim: {len(cases)} cases, {len(failures)} failed")
-    return 1 if failures else 0
+    return report("nan shim", len(cases), failures)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ shim shadows still runs; a bad LOOPGATE_SYNC_ITER_FN or marker library is one st
 
 LOOPGATE_WRONG_EXPECTATIONS=1 expects one mark more, so the test fails."""
 import os
-import subprocess
 import sys
+
+from shim_report import exit_problem, report, run_program
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = """
@@ -25,7 +26,7 @@ def run(shim, probe, fn, lib):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([shim, os.path.join(HERE, "shadowed")]),
                LOOPGATE_SYNC_ITER_FN=fn, LOOPGATE_SYNC_LIB=lib)
     code = PROGRAM.format(fake=os.path.join(HERE, "fake_megatron"), probe=probe)
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    return run_program(code, env)
 
 
 def main():
@@ -42,8 +43,8 @@ def main():
     ]
     for name, fn, lib, stdout, stderr in cases:
         r = run(shim, probe, fn, lib)
-        if r.returncode != 0:
-            failures.append(f"{name}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+        if exit_problem(name, r):
+            failures.append(exit_problem(name, r))
             continue
         if stdout is not None and r.stdout.strip() != stdout:
             failures.append(f"{name}: stdout '{r.stdout.strip()}', want '{stdout}'")
@@ -51,10 +52,7 @@ def main():
             failures.append(f"{name}: stderr '{r.stderr.strip()}' lacks '{stderr}'")
         if not stderr and r.stderr.strip():
             failures.append(f"{name}: unexpected stderr '{r.stderr.strip()}'")
-    for f in failures:
-        print("FAILED:", f)
-    print(f"shim: {len(cases)} cases, {len(failures)} failed")
-    return 1 if failures else 0
+    return report("shim", len(cases), failures)
 
 
 if __name__ == "__main__":
