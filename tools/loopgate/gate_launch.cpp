@@ -4,6 +4,7 @@
 // reach, refusing the scenario it hung in; the verdicts read back from each launch's progress file; the shards
 // merged into one run per fixture. Not here: the table, the JSON (gate.cpp, verdicts.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <regex>
 
@@ -105,17 +107,49 @@ LaunchOutcome read_progress(const std::string& fixture, const std::string& path)
   return out;
 }
 
-// The lines of a launch's log that say why it was aborted (the watchdog's, a throw, MPI's).
+// Where the ranks stood when the job was aborted, from each rank's "loopgate collectives: rank R: ..." line (the
+// collective record's, recorded_comm.h): one line naming where they part, or "" when no rank printed one.
+std::string collectives_verdict(const std::map<int, std::string>& where) {
+  if (where.empty()) return "";
+  std::map<std::string, std::vector<int>> by_place;
+  for (const auto& [rank, place] : where) by_place[place].push_back(rank);
+  auto ranks = [](const std::vector<int>& r) {
+    return fmt::format("rank{} {}", r.size() > 1 ? "s" : "", fmt::join(r, ","));
+  };
+  if (by_place.size() == 1)
+    return fmt::format("collectives: every rank that reported ({}) is {}", ranks(by_place.begin()->second),
+                       by_place.begin()->first);
+  std::string out = "collectives: the ranks part here:";
+  for (const auto& [place, r] : by_place) out += fmt::format(" {} {};", ranks(r), place);
+  out.pop_back();
+  return out;
+}
+
+// The lines of a launch's log that say why it was aborted (the watchdog's, a throw, MPI's, the collective
+// record's), then where the ranks part.
 std::string abort_lines(const std::string& log_path) {
+  static const std::regex record(R"(^loopgate collectives: rank (\d+): (.*)$)");
+  static const std::regex watchdog(R"(^loopgate watchdog: rank (\d+): .*last site: ([^)]*)\); aborting)");
   std::ifstream in(log_path);
   std::string line, out;
+  std::map<int, std::string> where, outside;  // outside: a stalled rank whose run's record was gone (or never on)
   int n = 0;
-  while (std::getline(in, line) && n < 12)
-    if (line.find("loopgate watchdog:") != std::string::npos || line.rfind("loopgate: rank", 0) == 0 ||
-        line.find("MPI_ABORT") != std::string::npos || line.find("exited due to process rank") != std::string::npos) {
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, record)) where[std::stoi(m[1])] = m[2];
+    if (std::regex_search(line, m, watchdog))
+      outside[std::stoi(m[1])] = fmt::format("outside the run's collectives (last site: {})", m[2].str());
+    if (n < 64 && (line.find("loopgate watchdog:") != std::string::npos || line.rfind("loopgate: rank", 0) == 0 ||
+                   line.find("MPI_ABORT") != std::string::npos ||
+                   line.find("exited due to process rank") != std::string::npos)) {
       out += line + "\n";
       ++n;
     }
+  }
+  if (!where.empty())
+    for (const auto& [rank, place] : outside) where.emplace(rank, place);  // only where some rank has a record
+  const std::string verdict = collectives_verdict(where);
+  if (!verdict.empty()) out = verdict + "\n" + out;
   return out.empty() ? "aborted (see " + log_path + ")" : out;
 }
 

@@ -121,7 +121,14 @@ std::vector<DefectResult> run_batch(const Batch& b, const SelftestOptions& o, co
         ++own;
         if (v.passed || !r.by.empty()) continue;
         const bool hung = v.message.find("made no progress") != std::string::npos;
-        r.by = fmt::format("{}: {}{}", v.check, v.test, hung ? " (hang, failed by the progress watchdog)" : "");
+        // The collective record's line (gate_launch.cpp): where the ranks parted.
+        const size_t at = v.message.rfind("collectives: ", 0) == 0 ? 0 : v.message.find("\ncollectives: ");
+        const std::string parted = at == std::string::npos
+                                       ? ""
+                                       : "; " + v.message.substr(at + (at ? 1 : 0),
+                                                                 v.message.find('\n', at + 1) - at - (at ? 1 : 0));
+        r.by = fmt::format("{}: {}{}", v.check, v.test,
+                           hung ? " (hang, failed by the progress watchdog" + parted + ")" : "");
       }
     r.outcome = !r.by.empty() ? "REJECTED" : own == 0 ? "NO TEST RAN" : "ACCEPTED!";
     if (own == 0) r.by = "no test of this arm ran (see " + runs.at(0).log_path + ")";

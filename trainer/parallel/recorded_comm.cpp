@@ -6,14 +6,42 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "trainer/common/error.h"
 
 namespace loopgate {
 
+CollectiveLog::CollectiveLog() {
+  hook_ = add_abort_hook([this] {
+    std::fprintf(stderr, "loopgate collectives: rank %d: %s\n", world_rank_for_errors(), where().c_str());
+    std::fflush(stderr);
+  });
+}
+
+CollectiveLog::~CollectiveLog() { remove_abort_hook(hook_); }
+
 void CollectiveLog::add(int64_t iteration, CollectiveCall call) {
   std::lock_guard<std::mutex> lock(mu_);
+  last_ = call;
+  last_iteration_ = iteration;
+  any_ = inside_ = true;
   calls_[iteration].push_back(std::move(call));
+}
+
+void CollectiveLog::done() {
+  std::lock_guard<std::mutex> lock(mu_);
+  inside_ = false;
+}
+
+std::string CollectiveLog::where() const {
+  // From the watchdog's thread while this rank's own thread may be blocked in a call (never inside add: it only
+  // appends): a lock that is not free at once is reported, not waited for.
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return "the record is busy";
+  if (!any_) return "in no collective; none issued yet";
+  const std::string call = fmt::format("{} (iteration {})", to_string(last_), last_iteration_ + 1);
+  return inside_ ? "waiting in " + call : "in no collective; the last: " + call;
 }
 
 std::vector<CollectiveCall> CollectiveLog::take(int64_t iteration) {
@@ -39,35 +67,45 @@ class RecordedComm final : public ForwardingComm {
   void all_reduce(at::Tensor& t, ReduceOp op) override {
     collective(fmt::format("all_reduce.{}", reduce_op_name(op)), t);
     inner_->all_reduce(t, op);
+    log_->done();
   }
   at::Tensor all_gather(const at::Tensor& t) override {
     collective("all_gather", t);
-    return inner_->all_gather(t);
+    at::Tensor out = inner_->all_gather(t);
+    log_->done();
+    return out;
   }
   at::Tensor reduce_scatter(const at::Tensor& t, ReduceOp op) override {
     collective(fmt::format("reduce_scatter.{}", reduce_op_name(op)), t);
-    return inner_->reduce_scatter(t, op);
+    at::Tensor out = inner_->reduce_scatter(t, op);
+    log_->done();
+    return out;
   }
   void broadcast(at::Tensor& t, int root) override {
     collective("broadcast", t, world(root));
     inner_->broadcast(t, root);
+    log_->done();
   }
   void send(const at::Tensor& t, int peer) override {
     transfer("send", t, peer);
     inner_->send(t, peer);
+    log_->done();
   }
   void recv(at::Tensor& t, int peer) override {
     transfer("recv", t, peer);
     inner_->recv(t, peer);
+    log_->done();
   }
   void send_recv(const at::Tensor& s, int sp, at::Tensor& r, int rp) override {
     transfer("send", s, sp);
     transfer("recv", r, rp);
     inner_->send_recv(s, sp, r, rp);
+    log_->done();
   }
   void barrier() override {
     collective("barrier", at::Tensor());
     inner_->barrier();
+    log_->done();
   }
   void restart(const CommOptions& options) override {
     inner_->restart(options);

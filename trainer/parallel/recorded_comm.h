@@ -17,14 +17,28 @@ namespace loopgate {
 
 // Every call of a run's recorded groups, keyed by current_iteration() (setup is -1). Thread-safe: on a GPU the
 // backward pass (and its tensor-parallel collectives) runs on autograd's device thread.
+// While it lives, an abort (the progress watchdog's) prints this rank's last call and whether the rank is still
+// inside it, one line, "loopgate collectives: rank R: waiting in CALL" or "in no collective; the last: CALL", so
+// that `loopgate gate` names the collective where the ranks parted instead of a timeout.
 class CollectiveLog {
  public:
-  void add(int64_t iteration, CollectiveCall call);
+  CollectiveLog();
+  ~CollectiveLog();
+  CollectiveLog(const CollectiveLog&) = delete;
+  CollectiveLog& operator=(const CollectiveLog&) = delete;
+
+  void add(int64_t iteration, CollectiveCall call);     // before the call is issued: the rank is inside it
+  void done();                                          // after it returned
   std::vector<CollectiveCall> take(int64_t iteration);  // and forget them
+  std::string where() const;                            // the abort's line (without the prefix)
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<int64_t, std::vector<CollectiveCall>> calls_;
+  CollectiveCall last_;
+  int64_t last_iteration_ = -1;
+  bool any_ = false, inside_ = false;
+  int hook_ = -1;
 };
 
 // `inner` recorded into `log` as group `kind` ("tp", "dp", ...).
