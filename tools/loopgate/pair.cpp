@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <thread>
@@ -95,6 +96,14 @@ void check_pair_options(const PairOptions& o) {
   if (!o.json_path.empty()) check_output_file("--json", o.json_path);
   if (!o.junit_path.empty()) check_output_file("--junit", o.junit_path);
   if (!o.html_path.empty()) check_output_file("--html", o.html_path);
+  if (!o.sync_budget.empty()) check_input_file("--sync-budget", o.sync_budget);
+}
+
+nlohmann::json read_json_file(const std::string& flag, const std::string& path) {
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  LG_INPUT_CHECK(!j.is_discarded(), "{} {}: not JSON", flag, path);
+  return j;
 }
 
 // ---- running ----
@@ -306,9 +315,18 @@ std::string site_key(const std::string& site) {
   return std::regex_replace(site, line, "$1");
 }
 
+using SyncBudget = std::map<std::pair<std::string, std::string>, double>;  // (site without line, kind) -> per iteration
+
+// A declared budget (--sync-budget): a loopgate syncs table's syncs per iteration per site.
+SyncBudget table_budget(const nlohmann::json& table, const std::string& name) {
+  SyncBudget out;
+  for (const SyncSiteRow& s : sync_site_rows(table, name)) out[{site_key(s.site), s.kind}] += s.per_iteration;
+  return out;
+}
+
 // Syncs per iteration per (site without line, kind), mean over an arm's runs.
-std::map<std::pair<std::string, std::string>, double> arm_syncs(const std::vector<PairRun>& runs, char side) {
-  std::map<std::pair<std::string, std::string>, double> out;
+SyncBudget arm_syncs(const std::vector<PairRun>& runs, char side) {
+  SyncBudget out;
   int n = 0;
   for (const PairRun& r : runs) {
     if (r.side() != side || r.tables.empty()) continue;
@@ -325,7 +343,9 @@ struct SyncsRow {
   std::vector<SyncSiteRow> a, b;  // per arm, for the printed table
 };
 
-SyncsRow syncs_row(const std::vector<PairRun>& runs, const std::map<std::string, std::string>& allowed) {
+// Each site's candidate syncs against the budget: the baseline's, or the declared one (`declared`, named `name`).
+SyncsRow syncs_row(const std::vector<PairRun>& runs, const std::map<std::string, std::string>& allowed,
+                   const SyncBudget* declared, const std::string& name) {
   SyncsRow out;
   CompareRow& row = out.row;
   row.check = "syncs per iteration";
@@ -339,34 +359,38 @@ SyncsRow syncs_row(const std::vector<PairRun>& runs, const std::map<std::string,
     row.detail = "not run: no run wrote a sync table (--counter off, and the commands wrote none)";
     return out;
   }
-  const auto a = arm_syncs(runs, 'A'), b = arm_syncs(runs, 'B');
+  const SyncBudget a = arm_syncs(runs, 'A'), b = arm_syncs(runs, 'B');
+  const SyncBudget& limit = declared ? *declared : a;
+  const std::string whose = declared ? "the budget in " + name : "the baseline's";
   std::set<std::pair<std::string, std::string>> keys;
   for (const auto& [k, v] : a) keys.insert(k);
   for (const auto& [k, v] : b) keys.insert(k);
-  double ta = 0, tb = 0;
+  for (const auto& [k, v] : limit) keys.insert(k);
+  double ta = 0, tb = 0, tl = 0;
   for (const auto& k : keys) {
-    const double va = a.count(k) ? a.at(k) : 0, vb = b.count(k) ? b.at(k) : 0;
+    const double va = a.count(k) ? a.at(k) : 0, vb = b.count(k) ? b.at(k) : 0, vl = limit.count(k) ? limit.at(k) : 0;
     ta += va;
     tb += vb;
+    tl += vl;
     out.a.push_back({k.first, k.second, va, 0});
     out.b.push_back({k.first, k.second, vb, 0});
-    if (vb <= va + 1e-9) continue;
+    if (vb <= vl + 1e-9) continue;
     const auto allow = std::find_if(allowed.begin(), allowed.end(),
                                     [&](const auto& p) { return k.first.find(p.first) != std::string::npos; });
     if (allow != allowed.end()) {
-      row.notes.push_back(fmt::format("{} ({}): {:.2f} -> {:.2f} per iteration, declared: {}", k.first, k.second, va, vb,
+      row.notes.push_back(fmt::format("{} ({}): {:.2f} -> {:.2f} per iteration, declared: {}", k.first, k.second, vl, vb,
                                       allow->second));
       continue;
     }
-    row.problems.push_back(fmt::format("{} ({}): {:.2f} -> {:.2f} per iteration, over the baseline's budget", k.first,
-                                       k.second, va, vb));
+    row.problems.push_back(fmt::format("{} ({}): {:.2f} -> {:.2f} per iteration, over {}", k.first, k.second, vl, vb,
+                                       declared ? whose : "the baseline's budget"));
   }
-  if (tb > ta + 1e-9)
-    row.problems.push_back(fmt::format("total: {:.2f} -> {:.2f} per iteration, over the baseline's", ta, tb));
+  if (tb > tl + 1e-9)
+    row.problems.push_back(fmt::format("total: {:.2f} -> {:.2f} per iteration, over {}", tl, tb, whose));
   row.result = row.problems.empty() ? CompareResult::kPass : CompareResult::kFail;
   row.detail = row.problems.empty()
-                   ? fmt::format("{:.2f} -> {:.2f} per iteration ({:+.2f}); no site over the baseline's{}", ta, tb,
-                                 tb - ta, row.notes.empty() ? "" : fmt::format(", {} declared", row.notes.size()))
+                   ? fmt::format("{:.2f} -> {:.2f} per iteration ({:+.2f}); no site over {}{}", ta, tb, tb - ta, whose,
+                                 row.notes.empty() ? "" : fmt::format(", {} declared", row.notes.size()))
                    : fmt::format("{:.2f} -> {:.2f} per iteration; {} problem(s); first: {}", ta, tb, row.problems.size(),
                                  row.problems.front());
   return out;
@@ -449,6 +473,9 @@ CLI::App* add_pair_command(CLI::App& app, PairOptions& o) {
   c->add_option("--allow-arg", o.allow_args, "NAME=REASON: an argument that may differ between the runs (repeatable)");
   c->add_option("--allow-sync", o.allow_syncs,
                 "SITE=REASON: a site (substring) whose syncs per iteration may grow over the baseline's (repeatable)");
+  c->add_option("--sync-budget", o.sync_budget,
+                "a loopgate syncs table (loopgate syncs --json, a run's syncs.PID.json) whose syncs per iteration per "
+                "site are the budget instead of the baseline's");
   c->add_option("--counter", o.counter,
                 "cupti (each run under the CUDA sync counter, as loopgate syncs) | off (tables only where the command "
                 "writes them into $LOOPGATE_PAIR_DIR, as loopgate run --syncs-json does); default cupti");
@@ -471,6 +498,8 @@ int cmd_pair(const PairOptions& opts) {
   PairOptions o = opts;
   if (o.inject_lib.empty()) o.inject_lib = default_inject_lib(o.self_exe);
   check_pair_options(o);
+  std::optional<SyncBudget> budget;  // read before any run: a table it cannot read is bad input
+  if (!o.sync_budget.empty()) budget = table_budget(read_json_file("--sync-budget", o.sync_budget), o.sync_budget);
   if (stop_after_validation()) return 0;
   set_mpi_launch_env();
   const std::string started = utc_now();
@@ -492,7 +521,7 @@ int cmd_pair(const PairOptions& opts) {
   if (both)
     for (CompareRow& r : judged_rows(logs, o.early)) rows.push_back(std::move(r));
   rows.push_back(nan_row(o, nan_runs));
-  SyncsRow syncs = syncs_row(runs, declared(o.allow_syncs, "--allow-sync"));
+  SyncsRow syncs = syncs_row(runs, declared(o.allow_syncs, "--allow-sync"), budget ? &*budget : nullptr, o.sync_budget);
   rows.push_back(syncs.row);
   StepTimeRow st;
   st.row.check = "step time";

@@ -24,6 +24,7 @@ struct PairOptions {
   int64_t early = 2;
   std::vector<std::string> allow_args;   // NAME=REASON: an argument that may differ between the arms
   std::vector<std::string> allow_syncs;  // SITE=REASON: a site (substring) whose syncs may grow
+  std::string sync_budget;               // a syncs table: the budget instead of the baseline's
   std::string counter = "cupti";         // cupti: each run under the CUDA sync counter; off: tables the run writes
   std::string iter_fn = "megatron.training.training:train_step", iters, inject_lib;
   // A fault spec: one more run per arm with LOOPGATE_NAN_INJECT set to it and the shim on PYTHONPATH, which
