@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "tools/cupti/py_stack.h"
+#include "tools/cupti/sync_kind.h"
 #include "trainer/measure/cupti_core.h"
 
 namespace {
@@ -78,18 +79,13 @@ std::string per_process(std::string path) {
   return path;
 }
 
-// The copy a thread issued last: a synchronize right after a device-to-host copy on the same stream is that
-// copy's wait (torch's .item() and .cpu() are an async copy, then cudaStreamSynchronize).
-struct LastCopy {
-  bool d2h = false;
-  size_t bytes = 0;
-  CUstream stream = nullptr;
-};
-thread_local LastCopy t_last_copy;
+// The copy a thread issued last (sync_kind.h: a synchronize right after a device-to-host copy on the same stream is
+// that copy's wait; torch's .item() and .cpu() are an async copy, then cudaStreamSynchronize).
+thread_local loopgate::cupti::IssuedCopy t_last_copy;
 thread_local std::string t_kind;  // what the call being attributed was
 
-LastCopy copy_of(CUpti_CallbackId cbid, const void* params) {
-  LastCopy c;
+loopgate::cupti::IssuedCopy copy_of(CUpti_CallbackId cbid, const void* params) {
+  loopgate::cupti::IssuedCopy c;
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2:
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz: {
@@ -111,25 +107,23 @@ LastCopy copy_of(CUpti_CallbackId cbid, const void* params) {
   return c;
 }
 
-// What a blocking call was, named as a PyTorch user knows it.
-std::string kind_of(CUpti_CallbackId cbid, const void* params, loopgate::cupti::CallKind kind, const char* function) {
-  using loopgate::cupti::CallKind;
+// The driver call as sync_kind.h names blocking calls, and the stream a stream synchronize waits for.
+loopgate::cupti::BlockingCall blocking_call(CUpti_CallbackId cbid, const void* params, CallKind kind,
+                                            const void** stream) {
+  using loopgate::cupti::BlockingCall;
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
-    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz: {
-      const CUstream stream = static_cast<const cuStreamSynchronize_params*>(params)->hStream;
-      if (t_last_copy.d2h && t_last_copy.stream == stream)
-        return t_last_copy.bytes <= 8 ? ".item() (scalar D2H + stream sync)" : "D2H copy + stream sync";
-      return "stream synchronize";
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize: return "event synchronize";
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz:
+      *stream = static_cast<const cuStreamSynchronize_params*>(params)->hStream;
+      return BlockingCall::kStreamSynchronize;
+    case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize: return BlockingCall::kEventSynchronize;
     case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
-    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2: return "device synchronize";
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2: return BlockingCall::kDeviceSynchronize;
     default: break;
   }
-  if (kind == CallKind::kSyncMemcpy) return std::string("synchronous copy (") + (function ? function : "?") + ")";
-  if (kind == CallKind::kPageableAsync) return std::string("pageable copy (") + (function ? function : "?") + ")";
-  return std::string("stall (") + (function ? function : "?") + ")";
+  if (kind == CallKind::kSyncMemcpy) return BlockingCall::kSyncMemcpy;
+  if (kind == CallKind::kPageableAsync) return BlockingCall::kPageableAsync;
+  return BlockingCall::kStall;
 }
 
 // One row of the JSON: a site and kind, with the Python stack of its first sync.
@@ -279,10 +273,9 @@ struct Injection : loopgate::cupti::Hooks {
   void on_driver_call(CUpti_CallbackId cbid, const void* params, CallKind kind) override {
     const char* name = nullptr;
     if (kind != CallKind::kSynchronize) cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name);
-    t_kind = kind_of(cbid, params, kind, name);
-    const LastCopy copy = copy_of(cbid, params);
-    if (copy.bytes > 0) t_last_copy = copy;
-    else if (kind != CallKind::kOther) t_last_copy = LastCopy{};  // a sync consumes the copy before it
+    const void* stream = nullptr;
+    t_kind = loopgate::cupti::sync_kind(blocking_call(cbid, params, kind, &stream), stream, t_last_copy, name);
+    t_last_copy = loopgate::cupti::copy_after(t_last_copy, copy_of(cbid, params), kind != CallKind::kOther);
   }
 
   // The Python site and stack of the calling thread; false when it runs no Python outside the skipped files.
