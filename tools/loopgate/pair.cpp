@@ -99,13 +99,6 @@ void check_pair_options(const PairOptions& o) {
   if (!o.sync_budget.empty()) check_input_file("--sync-budget", o.sync_budget);
 }
 
-nlohmann::json read_json_file(const std::string& flag, const std::string& path) {
-  std::ifstream in(path);
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  LG_INPUT_CHECK(!j.is_discarded(), "{} {}: not JSON", flag, path);
-  return j;
-}
-
 // ---- running ----
 
 // /bin/sh -c CMD with `env` added, stdout and stderr into the log, in its own process group (a timeout ends

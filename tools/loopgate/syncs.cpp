@@ -23,13 +23,6 @@ namespace loopgate {
 namespace fs = std::filesystem;
 namespace {
 
-nlohmann::json read_json(const std::string& flag, const std::string& path) {
-  check_input_file(flag, path);
-  std::ifstream in(path);
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  LG_INPUT_CHECK(!j.is_discarded(), "{} {}: not JSON", flag, path);
-  return j;
-}
 
 // A per-process table, or a merged one ({"processes": [...]}): the per-process tables.
 std::vector<nlohmann::json> processes_of(const nlohmann::json& j, const std::string& name) {
@@ -130,6 +123,14 @@ void check_syncs_options(const SyncsOptions& o) {
 
 }  // namespace
 
+nlohmann::json read_json_file(const std::string& flag, const std::string& path) {
+  check_input_file(flag, path);
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  LG_INPUT_CHECK(!j.is_discarded(), "{} {}: not JSON", flag, path);
+  return j;
+}
+
 std::string default_inject_lib(const std::string& self) {
   return fs::path(self).parent_path().string() + "/cupti/libloopgate_sync_inject.so";
 }
@@ -151,7 +152,7 @@ std::vector<std::pair<std::string, std::string>> counter_environment(const Syncs
 
 std::vector<nlohmann::json> read_sync_tables(const std::string& dir) {
   std::vector<nlohmann::json> out;
-  for (const std::string& f : table_files(dir)) out.push_back(read_json("table", f));
+  for (const std::string& f : table_files(dir)) out.push_back(read_json_file("table", f));
   return out;
 }
 
@@ -233,8 +234,8 @@ int cmd_syncs(const SyncsOptions& opts) {
   if (o.inject_lib.empty()) o.inject_lib = default_inject_lib(o.self_exe);
   check_syncs_options(o);
   if (!o.diff.empty()) {
-    const std::vector<SyncSiteRow> a = sync_site_rows(read_json("--diff", o.diff[0]), o.diff[0]);
-    const std::vector<SyncSiteRow> b = sync_site_rows(read_json("--diff", o.diff[1]), o.diff[1]);
+    const std::vector<SyncSiteRow> a = sync_site_rows(read_json_file("--diff", o.diff[0]), o.diff[0]);
+    const std::vector<SyncSiteRow> b = sync_site_rows(read_json_file("--diff", o.diff[1]), o.diff[1]);
     std::fputs(format_sync_diff(a, b, o.diff[0], o.diff[1]).c_str(), stdout);
     return 0;
   }

@@ -38,6 +38,8 @@ std::vector<std::pair<std::string, std::string>> counter_environment(const Syncs
 // Every process's table in `dir` (syncs.PID.json), by name.
 std::vector<nlohmann::json> read_sync_tables(const std::string& dir);
 std::string default_inject_lib(const std::string& self);
+// A JSON file named by `flag` (readable, parsed; InputError naming both otherwise).
+nlohmann::json read_json_file(const std::string& flag, const std::string& path);
 
 std::vector<SyncSiteRow> sync_site_rows(const nlohmann::json& table, const std::string& name);
 std::string format_sync_diff(const std::vector<SyncSiteRow>& a, const std::vector<SyncSiteRow>& b,
