@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,7 +39,9 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 // One launch of one arm's command.
 struct PairRun {
   std::string arm;  // "baseline" | "candidate"
-  int index = 0;    // 1..runs; 0 for the NaN-injected run
+  int index = 0;    // 1..runs; 0 for a NaN-injected run
+  std::string nan_spec;  // the injected run's fault spec
+  int nan_index = 0;     // which --nan-inject, 1-based; 0 when only one was given
   std::string dir, log_path;
   int exit_code = 0;
   double seconds = 0;
@@ -49,7 +52,10 @@ struct PairRun {
   const RunLog& numbers() const { return exact ? *exact : *log; }
   std::vector<nlohmann::json> tables;
   char side() const { return arm == "baseline" ? 'A' : 'B'; }
-  std::string name() const { return index > 0 ? fmt::format("{}-{}", arm, index) : arm + "-nan"; }
+  std::string name() const {
+    if (index > 0) return fmt::format("{}-{}", arm, index);
+    return nan_index > 0 ? fmt::format("{}-nan{}", arm, nan_index) : arm + "-nan";
+  }
 };
 
 // NAME=REASON pairs (--allow-arg, --allow-sync): the reason is required, so the report says why.
@@ -81,11 +87,11 @@ void check_pair_options(const PairOptions& o) {
                  "--iters '{}': expected A-B with 1 <= A <= B", o.iters);
   declared(o.allow_args, "--allow-arg");
   declared(o.allow_syncs, "--allow-sync");
-  if (!o.nan_inject.empty()) {
+  for (const std::string& spec : o.nan_inject) {
     try {
-      parse_fault_specs(o.nan_inject);
+      parse_fault_specs(spec);
     } catch (const InputError& e) {
-      throw InputError(fmt::format("--nan-inject '{}': {}", o.nan_inject, e.what()));
+      throw InputError(fmt::format("--nan-inject '{}': {}", spec, e.what()));
     }
   }
   LG_INPUT_CHECK(std::isfinite(o.run_timeout) && o.run_timeout >= 0, "--run-timeout {}: must be >= 0 seconds",
@@ -167,10 +173,13 @@ Env run_environment(const PairOptions& o, const PairRun& r, const std::string& n
   return env;
 }
 
-PairRun run_one(const PairOptions& o, const std::string& arm, int index, const std::string& nan_inject) {
+PairRun run_one(const PairOptions& o, const std::string& arm, int index, const std::string& nan_inject = "",
+                int nan_index = 0) {
   PairRun r;
   r.arm = arm;
   r.index = index;
+  r.nan_spec = nan_inject;
+  r.nan_index = nan_index;
   r.dir = fs::absolute(fs::path(o.out_dir) / r.name()).string();
   r.log_path = r.dir + "/log.txt";
   launch(r, arm == "baseline" ? o.baseline : o.candidate, run_environment(o, r, nan_inject), o.run_timeout);
@@ -258,26 +267,23 @@ std::string entry_text(const RunEntry& e) {
                      v(e.grad_norm), c(e.skipped_iterations), c(e.nan_iterations));
 }
 
-CompareRow nan_row(const PairOptions& o, const std::vector<PairRun>& nan_runs) {
-  CompareRow row;
-  row.check = "NaN before the step";
-  if (nan_runs.empty()) {
-    row.detail = "not run: no --nan-inject (the injected runs prove detection before optimizer.step)";
-    return row;
-  }
-  const PairRun &a = nan_runs[0], &b = nan_runs[1];
+// One spec's two injected runs (baseline, candidate): the problems, and the detail when there are none.
+std::string judge_injected_pair(const PairRun& a, const PairRun& b, std::vector<std::string>* problems) {
+  const size_t before = problems->size();
+  auto problem = [&](const std::string& p) {
+    problems->push_back(a.nan_index > 0 ? fmt::format("'{}': {}", a.nan_spec, p) : p);
+  };
   for (const PairRun* r : {&a, &b}) {
     if (!detected(*r))
-      row.problems.push_back(fmt::format("{}: '{}' injected, not detected: exit 0 and no NaN or skipped iteration ({})",
-                                         r->name(), o.nan_inject, r->log_path));
+      problem(fmt::format("{}: '{}' injected, not detected: exit 0 and no NaN or skipped iteration ({})", r->name(),
+                          r->nan_spec, r->log_path));
     if (r->log)
       for (const RunEntry& e : r->log->entries)
         if (e.params_norm && !std::isfinite(e.params_norm->value))
-          row.problems.push_back(fmt::format("{}: params norm {} at iteration {}: the step took the NaN ({})", r->name(),
-                                             e.params_norm->text, e.iteration, r->log->where(e)));
+          problem(fmt::format("{}: params norm {} at iteration {}: the step took the NaN ({})", r->name(),
+                              e.params_norm->text, e.iteration, r->log->where(e)));
   }
-  if (a.exit_code != b.exit_code)
-    row.problems.push_back(fmt::format("exit {} (baseline) vs {} (candidate)", a.exit_code, b.exit_code));
+  if (a.exit_code != b.exit_code) problem(fmt::format("exit {} (baseline) vs {} (candidate)", a.exit_code, b.exit_code));
   std::set<int64_t> its;
   for (const PairRun* r : {&a, &b})
     if (r->log)
@@ -286,19 +292,31 @@ CompareRow nan_row(const PairOptions& o, const std::vector<PairRun>& nan_runs) {
     const RunEntry* ea = a.log ? a.log->find(it) : nullptr;
     const RunEntry* eb = b.log ? b.log->find(it) : nullptr;
     const std::string ta = ea ? entry_text(*ea) : "(not logged)", tb = eb ? entry_text(*eb) : "(not logged)";
-    if (ta != tb) row.problems.push_back(fmt::format("iteration {}: baseline {}; candidate {}", it, ta, tb));
+    if (ta != tb) problem(fmt::format("iteration {}: baseline {}; candidate {}", it, ta, tb));
   }
-  row.result = row.problems.empty() ? CompareResult::kPass : CompareResult::kFail;
   int64_t skipped = 0, nan = 0;
   if (a.log)
     for (const RunEntry& e : a.log->entries) {
       skipped += e.skipped_iterations.value_or(0);
       nan += e.nan_iterations.value_or(0);
     }
-  row.detail = row.problems.empty()
-                   ? fmt::format("'{}' detected alike in both arms: exit {}, {} NaN and {} skipped iteration(s), {} "
-                                 "logged iterations identical", o.nan_inject, a.exit_code, nan, skipped, its.size())
-                   : fmt::format("{} problem(s); first: {}", row.problems.size(), row.problems.front());
+  if (problems->size() > before) return "";
+  return fmt::format("'{}' detected alike in both arms: exit {}, {} NaN and {} skipped iteration(s), {} logged "
+                     "iterations identical", a.nan_spec, a.exit_code, nan, skipped, its.size());
+}
+
+CompareRow nan_row(const std::vector<PairRun>& nan_runs) {
+  CompareRow row;
+  row.check = "NaN before the step";
+  if (nan_runs.empty()) {
+    row.detail = "not run: no --nan-inject (the injected runs prove detection before optimizer.step)";
+    return row;
+  }
+  std::vector<std::string> alike;
+  for (size_t i = 0; i + 1 < nan_runs.size(); i += 2) alike.push_back(judge_injected_pair(nan_runs[i], nan_runs[i + 1], &row.problems));
+  row.result = row.problems.empty() ? CompareResult::kPass : CompareResult::kFail;
+  row.detail = row.problems.empty() ? fmt::format("{}", fmt::join(alike, "; "))
+                                    : fmt::format("{} problem(s); first: {}", row.problems.size(), row.problems.front());
   return row;
 }
 
@@ -331,6 +349,18 @@ SyncBudget arm_syncs(const std::vector<PairRun>& runs, char side) {
   return out;
 }
 
+// The sites of each (site without line, kind) in an arm's tables, with their lines: what a problem names.
+std::map<std::pair<std::string, std::string>, std::set<std::string>> arm_sites(const std::vector<PairRun>& runs,
+                                                                               char side) {
+  std::map<std::pair<std::string, std::string>, std::set<std::string>> out;
+  for (const PairRun& r : runs) {
+    if (r.side() != side || r.tables.empty()) continue;
+    const nlohmann::json merged = {{"processes", r.tables}};
+    for (const SyncSiteRow& s : sync_site_rows(merged, r.dir)) out[{site_key(s.site), s.kind}].insert(s.site);
+  }
+  return out;
+}
+
 struct SyncsRow {
   CompareRow row;
   std::vector<SyncSiteRow> a, b;  // per arm, for the printed table
@@ -353,6 +383,7 @@ SyncsRow syncs_row(const std::vector<PairRun>& runs, const std::map<std::string,
     return out;
   }
   const SyncBudget a = arm_syncs(runs, 'A'), b = arm_syncs(runs, 'B');
+  const auto lines = arm_sites(runs, 'B');
   const SyncBudget& limit = declared ? *declared : a;
   const std::string whose = declared ? "the budget in " + name : "the baseline's";
   std::set<std::pair<std::string, std::string>> keys;
@@ -375,8 +406,10 @@ SyncsRow syncs_row(const std::vector<PairRun>& runs, const std::map<std::string,
                                       allow->second));
       continue;
     }
-    row.problems.push_back(fmt::format("{} ({}): {:.2f} -> {:.2f} per iteration, over {}", k.first, k.second, vl, vb,
-                                       declared ? whose : "the baseline's budget"));
+    std::string at;  // the candidate's lines, where the site has them
+    if (lines.count(k) && *lines.at(k).begin() != k.first) at = fmt::format("; at {}", fmt::join(lines.at(k), ", "));
+    row.problems.push_back(fmt::format("{} ({}): {:.2f} -> {:.2f} per iteration, over {}{}", k.first, k.second, vl, vb,
+                                       declared ? whose : "the baseline's budget", at));
   }
   if (tb > tl + 1e-9)
     row.problems.push_back(fmt::format("total: {:.2f} -> {:.2f} per iteration, over {}", tl, tb, whose));
@@ -477,7 +510,8 @@ CLI::App* add_pair_command(CLI::App& app, PairOptions& o) {
   c->add_option("--inject-lib", o.inject_lib, "the injection library (default: the one built beside this loopgate)");
   c->add_option("--nan-inject", o.nan_inject,
                 "a fault spec (iter=I,site=loss|grad[,...];...): one more run per arm with $LOOPGATE_NAN_INJECT set to "
-                "it; both must detect it before the step, alike");
+                "it; both must detect it before the step, alike (repeatable: a pair of runs per spec, as a run may end "
+                "at its first fault)");
   c->add_option("--run-timeout", o.run_timeout, "seconds a run may take before its process group is ended, >= 0 "
                                                 "(default 0: no limit)");
   c->add_flag("--fail-if-slower", o.fail_if_slower, "the step-time row fails when the candidate is significantly slower");
@@ -502,8 +536,9 @@ int cmd_pair(const PairOptions& opts) {
   std::vector<PairRun> runs, nan_runs;
   for (int i = 1; i <= o.runs; ++i)
     for (const char* arm : {"baseline", "candidate"}) runs.push_back(run_one(o, arm, i, ""));
-  if (!o.nan_inject.empty())
-    for (const char* arm : {"baseline", "candidate"}) nan_runs.push_back(run_one(o, arm, 0, o.nan_inject));
+  for (size_t k = 0; k < o.nan_inject.size(); ++k)
+    for (const char* arm : {"baseline", "candidate"})
+      nan_runs.push_back(run_one(o, arm, 0, o.nan_inject[k], o.nan_inject.size() > 1 ? static_cast<int>(k) + 1 : 0));
 
   std::vector<CompareRun> logs;
   for (const PairRun& r : runs)
@@ -513,7 +548,7 @@ int cmd_pair(const PairOptions& opts) {
                     std::any_of(logs.begin(), logs.end(), [](const CompareRun& r) { return r.side == 'B'; });
   if (both)
     for (CompareRow& r : judged_rows(logs, o.early)) rows.push_back(std::move(r));
-  rows.push_back(nan_row(o, nan_runs));
+  rows.push_back(nan_row(nan_runs));
   SyncsRow syncs = syncs_row(runs, declared(o.allow_syncs, "--allow-sync"), budget ? &*budget : nullptr, o.sync_budget);
   rows.push_back(syncs.row);
   StepTimeRow st;

@@ -27,9 +27,9 @@ struct PairOptions {
   std::string sync_budget;               // a syncs table: the budget instead of the baseline's
   std::string counter = "cupti";         // cupti: each run under the CUDA sync counter; off: tables the run writes
   std::string iter_fn = "megatron.training.training:train_step", iters, inject_lib;
-  // A fault spec: one more run per arm with LOOPGATE_NAN_INJECT set to it and the shim on PYTHONPATH, which
-  // injects it into a Python program (tools/cupti/loopgate_pyshim/loopgate_nan.py: Megatron-LM by default).
-  std::string nan_inject;
+  // Fault specs: per spec, one more run per arm with LOOPGATE_NAN_INJECT set to it and the shim on PYTHONPATH,
+  // which injects it into a Python program (tools/cupti/loopgate_pyshim/loopgate_nan.py: Megatron-LM by default).
+  std::vector<std::string> nan_inject;
   double run_timeout = 0;  // seconds per run, 0 = none
   bool fail_if_slower = false;
   std::string json_path, junit_path, html_path;

@@ -311,6 +311,11 @@ bool Engine::set_runtime_calls(bool on, std::string* why) {
   return false;
 }
 
+bool Engine::set_driver_calls(bool on) {
+  if (!active_.load()) return false;
+  return (on ? enable_driver_calls() : cuptiEnableDomain(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API)) == CUPTI_SUCCESS;
+}
+
 void Engine::stop() {
   if (!active_.exchange(false)) return;
   cuptiEnableDomain(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);

@@ -61,6 +61,9 @@ class Engine {
   // Runtime-domain callbacks too (Hooks::on_issue only): a kernel launched through the runtime may carry the
   // runtime call's correlation id rather than the driver call's. False with *why when CUPTI refuses.
   bool set_runtime_calls(bool on, std::string* why);
+  // The driver-call callbacks off and on again while subscribed: an iteration the counter leaves alone costs what
+  // it would cost without it (the overhead A/B's uncounted arm). False when CUPTI refuses.
+  bool set_driver_calls(bool on);
   void set_slow_call_us(double us) { slow_ms_.store(us / 1000.0); }
   // Before start(): subscribe only to the driver calls that can block the host (synchronizes, copies, host and
   // device allocation, profiler start/stop) and, with `launches`, kernel and graph launches, instead of every

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `loopgate pair` on real Megatron-LM on one GPU: a checkout as the baseline against each candidate patch of
+# fixtures/megatron/ (its README says what each patch does and which row must reject it).
+#   bash ci/megatron-pair.sh MEGATRON_CHECKOUT OUT [CANDIDATE...]
+# CANDIDATE: good-candidate, bad-reordered-reduction, bad-nan-after-step, bad-sync-in-grad-hook (default: all four,
+# in that order). Each is a copy of the checkout with its patch applied. A pair's verdicts go to OUT/NAME.txt and
+# OUT/NAME.{json,html,xml}, its runs to OUT/NAME/. The good candidate runs GOOD_RUNS runs per arm (default 3) and
+# one NaN injection into the loss and one into a grad bucket; a bad one runs one per arm and what its row needs.
+# bad-sync-in-grad-hook's budget is $SYNC_BUDGET, or the good candidate's table when that pair ran first, or else
+# the baseline's.
+# Exit 0 when every pair exited as expected: 0 for the good candidate, 1 with its named row failed for a bad one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+M=$(realpath "$1") OUT=$(realpath -m "$2")
+shift 2
+candidates=("$@")
+[ ${#candidates[@]} -gt 0 ] || candidates=(good-candidate bad-reordered-reduction bad-nan-after-step bad-sync-in-grad-hook)
+LG=$(realpath "${LOOPGATE:-build/gpu/tools/loopgate}")
+source ci/megatron-env.sh
+mkdir -p "$OUT/src"
+checkout() {  # checkout NAME [PATCH]: a copy of $M with PATCH applied, its dataset helper compiled
+  local dir="$OUT/src/$1"
+  rm -rf "$dir" && mkdir -p "$dir" && cp -r "$M"/. "$dir"/
+  if [ -n "${2:-}" ]; then
+    (cd "$dir" && { git apply -p1 "$2" 2>/dev/null || patch -p1 -s --forward < "$2"; }) ||
+      { echo "megatron-pair: $2 does not apply to $M"; exit 2; }
+  fi
+  megatron_helpers "$dir"
+}
+checkout base
+printf '%s\n' "${MEGATRON_ARGS[@]}" > "$OUT/args.txt"
+run="python3 pretrain_gpt.py \$(cat $OUT/args.txt)"
+failed=0
+for name in "${candidates[@]}"; do
+  patch="$PWD/fixtures/megatron/$name.patch"
+  [ -f "$patch" ] || { echo "megatron-pair: no candidate $name (fixtures/megatron/$name.patch)"; exit 2; }
+  checkout "$name" "$patch"
+  flags=(--runs 1) expect=1 row=
+  case $name in
+    good-candidate) flags=(--runs "${GOOD_RUNS:-3}" --nan-inject iter=4,site=loss --nan-inject iter=8,site=grad,bucket=0)
+                    expect=0 ;;
+    bad-reordered-reduction) row="lm loss, params norm @ 1-2" ;;
+    bad-nan-after-step) flags+=(--nan-inject iter=4,site=loss) row="NaN before the step" ;;
+    bad-sync-in-grad-hook)
+      row="syncs per iteration"
+      budget=${SYNC_BUDGET:-$(ls "$OUT"/good-candidate/candidate-1/syncs.*.json 2>/dev/null | head -1 || true)}
+      [ -z "$budget" ] || flags+=(--sync-budget "$budget") ;;
+  esac
+  start=$(date +%s) rc=0
+  "$LG" pair "${flags[@]}" --iters 10-15 --early 2 --run-timeout 300 --out-dir "$OUT/$name" \
+    --baseline "cd $OUT/src/base && $run" --candidate "cd $OUT/src/$name && $run" \
+    --json "$OUT/$name.json" --html "$OUT/$name.html" --junit "$OUT/$name.xml" > "$OUT/$name.txt" 2>&1 || rc=$?
+  verdict="as expected"
+  if [ "$rc" != "$expect" ]; then verdict="NOT as expected (exit $expect)" failed=1
+  elif [ -n "$row" ] && ! grep -Eq "^$row +FAIL" "$OUT/$name.txt"; then verdict="NOT as expected (row '$row' did not fail)" failed=1
+  fi
+  echo "megatron-pair: $name: exit $rc in $(( $(date +%s) - start )) s, $verdict${row:+ (row: $row)}"
+  sed -n '/^check /,/^checks run/p' "$OUT/$name.txt"
+done
+exit $failed
