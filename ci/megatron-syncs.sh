@@ -2,6 +2,9 @@
 # Real Megatron-LM on one GPU under `loopgate syncs`: the host syncs per iteration per Python site, and the
 # counter's overhead as alternating runs (plain, counted, plain, counted, ...) of the same job.
 #   bash ci/megatron-syncs.sh MEGATRON_CHECKOUT OUT_DIR [ROUNDS]     (ROUNDS alternating pairs, default 0)
+#   bash ci/megatron-syncs.sh MEGATRON_CHECKOUT OUT_DIR ab          (the overhead as an A/B inside one run: AB_ITERS
+#                                                                    iterations, default 80, from the 3rd alternating
+#                                                                    counted and uncounted: loopgate syncs --overhead-ab)
 # MEGATRON_CHECKOUT holds megatron/ and pretrain_gpt.py (docs/megatron.md: how to get one). The model is small
 # (4 layers x 512, sequence 1024, global batch 16, 30 iterations) and runs with PyTorch alone: no Transformer
 # Engine, no Apex. MEGATRON_EXTRA_ARGS adds flags (e.g. "--log-interval 20"); LOOPGATE is the loopgate to use
@@ -11,6 +14,7 @@ cd "$(dirname "$0")/.."
 M=$(realpath "$1") OUT=$(realpath -m "$2") ROUNDS=${3:-0}
 LG=$(realpath "${LOOPGATE:-build/gpu/tools/loopgate}")
 mkdir -p "$OUT"
+[ "$ROUNDS" != ab ] || export MEGATRON_ITERS=${AB_ITERS:-80}
 source ci/megatron-env.sh
 megatron_helpers "$M"
 ARGS=("${MEGATRON_ARGS[@]}")
@@ -19,6 +23,14 @@ counted() {
   (cd "$M" && "$LG" syncs --iters "${SYNC_ITERS:-10-15}" --out-dir "$OUT/tables-$2" --json "$OUT/syncs-$2.json" \
       -- timeout "${RUN_TIMEOUT:-180}" python3 pretrain_gpt.py "${ARGS[@]}") > "$1" 2>&1
 }
+if [ "$ROUNDS" = ab ]; then
+  rc=0
+  (cd "$M" && "$LG" syncs --overhead-ab --iters "3-$MEGATRON_ITERS" --out-dir "$OUT/tables-ab" --json "$OUT/syncs-ab.json" \
+      -- timeout "${RUN_TIMEOUT:-300}" python3 pretrain_gpt.py "${ARGS[@]}") > "$OUT/ab.log" 2>&1 || rc=$?
+  echo "megatron-syncs: overhead A/B run, exit $rc"
+  grep -E "^counter overhead" "$OUT/ab.log" || tail -20 "$OUT/ab.log"
+  exit $rc
+fi
 start=$(date +%s)
 rc=0
 counted "$OUT/counted.log" run || rc=$?

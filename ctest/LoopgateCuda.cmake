@@ -38,6 +38,7 @@ endif()
 function(loopgate_add_cupti_targets)
   add_library(loopgate_sync_inject SHARED ${PROJECT_SOURCE_DIR}/tools/cupti/sync_inject.cpp
                                           ${PROJECT_SOURCE_DIR}/tools/cupti/sync_kind.cpp
+                                          ${PROJECT_SOURCE_DIR}/tools/cupti/alternating_iterations.cpp
                                           ${PROJECT_SOURCE_DIR}/trainer/measure/cupti_core.cpp)
   target_include_directories(loopgate_sync_inject PRIVATE ${PROJECT_SOURCE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(loopgate_sync_inject PRIVATE loopgate_py_stack nlohmann_json::nlohmann_json CUDA::cupti

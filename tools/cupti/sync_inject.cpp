@@ -23,6 +23,9 @@
 //   subscription        only the driver calls that can block (copies, synchronizes, allocation, profiler start and
 //                       stop); LOOPGATE_CUPTI_LAUNCHES=1 adds kernel and graph launches, LOOPGATE_CUPTI_ALL_CALLS=1
 //                       every driver call (the cost of a callback on each, cuCtxGetDevice above all).
+//   overhead A/B        LOOPGATE_CUPTI_AB=1: marked iterations of the region alternate counted and uncounted (the
+//                       driver callbacks off); each one's duration goes to its arm, in the JSON's "overhead_ab"
+//                       (alternating_iterations.h). The table then holds the counted iterations only.
 // NVTX callbacks need NVTX_INJECTION64_PATH pointing at libcupti.so; InitializeInjection sets it when unset,
 // which covers programs whose first NVTX call comes after CUDA starts. LOOPGATE_CUPTI_NVTX=0 leaves NVTX off
 // (`loopgate syncs` does, unless --nvtx: its iterations and sites come from Python).
@@ -40,12 +43,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "tools/cupti/py_stack.h"
+#include "tools/cupti/alternating_iterations.h"
 #include "tools/cupti/sync_kind.h"
 #include "trainer/measure/cupti_core.h"
 
@@ -143,6 +148,11 @@ struct Injection : loopgate::cupti::Hooks {
   std::atomic<bool> profiler_on{false};
   std::atomic<int64_t> iteration{0};
   std::atomic<int64_t> iterations_seen{0};
+  // The overhead A/B (LOOPGATE_CUPTI_AB=1): whether the current marked iteration is counted, and the durations.
+  const bool alternate = env_or("LOOPGATE_CUPTI_AB", "") == "1";
+  std::atomic<bool> alternate_counted{true};
+  std::mutex ab_mu;
+  loopgate::cupti::AlternatingIterations ab;
   std::mutex sym_mu;
   std::unordered_map<void*, std::string> sym_cache;
 
@@ -151,7 +161,8 @@ struct Injection : loopgate::cupti::Hooks {
   std::string python_note;
 
   bool iteration_roi() const { return roi_last >= roi_first && roi.rfind("iters:", 0) == 0; }
-  bool in_roi() const {
+  bool in_roi() const { return in_region() && (!alternate || alternate_counted.load()); }
+  bool in_region() const {
     if (roi.empty()) return true;
     if (roi == "profiler") return profiler_on.load();
     if (iteration_roi()) {
@@ -165,6 +176,18 @@ struct Injection : loopgate::cupti::Hooks {
   // A marked iteration: the counter follows the marker alone (NVTX markers are then ignored).
   void marked_iteration(int64_t n) {
     iteration.store(n);
+    if (alternate) {
+      const double now_ms = std::chrono::duration<double, std::milli>(
+                                std::chrono::steady_clock::now().time_since_epoch()).count();
+      const bool region = in_region();
+      bool counted = false;
+      {
+        std::lock_guard<std::mutex> lock(ab_mu);
+        counted = ab.begin(n, region, now_ms);
+      }
+      alternate_counted.store(counted);
+      engine.set_driver_calls(counted || !region);  // an uncounted iteration runs without callbacks
+    }
     if (in_roi()) iterations_seen.fetch_add(1);
   }
 
@@ -334,7 +357,12 @@ struct Injection : loopgate::cupti::Hooks {
     for (const auto& [iter, by_site] : table) iterations.push_back(iter);
     return {{"format", "loopgate-syncs/1"}, {"pid", static_cast<int>(getpid())}, {"region", region},
             {"iterations_seen", iterations_seen.load()}, {"iterations", iterations},
-            {"python", python_note.empty() ? "read" : python_note}, {"sites", sites}};
+            {"python", python_note.empty() ? "read" : python_note}, {"sites", sites},
+            {"overhead_ab", alternate ? ab_json() : nlohmann::json(nullptr)}};
+  }
+  nlohmann::json ab_json() {
+    std::lock_guard<std::mutex> lock(ab_mu);
+    return ab.json();
   }
 
   void report() {

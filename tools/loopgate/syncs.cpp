@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 
 #include "tools/loopgate/paths.h"
@@ -100,7 +101,10 @@ std::string print_process(const nlohmann::json& p) {
 }
 
 void check_syncs_options(const SyncsOptions& o) {
+  LG_INPUT_CHECK(std::isfinite(o.overhead_limit) && o.overhead_limit > 0, "--overhead-limit {}: must be > 0 percent",
+                 o.overhead_limit);
   if (!o.diff.empty()) {
+    LG_INPUT_CHECK(!o.overhead_ab, "--overhead-ab: it measures a run, --diff compares two tables");
     LG_INPUT_CHECK(o.diff.size() == 2, "--diff: two tables, A.json B.json ({} given)", o.diff.size());
     LG_INPUT_CHECK(o.command.empty(), "--diff: no command ('{}' given): it compares two tables", o.command.front());
     for (const std::string& p : o.diff) check_input_file("--diff", p);
@@ -131,6 +135,28 @@ nlohmann::json read_json_file(const std::string& flag, const std::string& path) 
   return j;
 }
 
+std::optional<OverheadAb> overhead_ab(const nlohmann::json& process, double limit_pct) {
+  const nlohmann::json& ab = process.value("overhead_ab", nlohmann::json());
+  if (!ab.is_object()) return std::nullopt;
+  const auto counted = ab.value("counted_ms", std::vector<double>{});
+  const auto uncounted = ab.value("uncounted_ms", std::vector<double>{});
+  if (counted.size() < 2 || uncounted.size() < 2) return std::nullopt;
+  OverheadAb out;
+  out.stats = ab_statistics(uncounted, counted, 0.05);
+  const double base = out.stats.median_a;
+  out.low_pct = 100.0 * out.stats.ci_low / base;
+  out.high_pct = 100.0 * out.stats.ci_high / base;
+  out.verdict = out.high_pct <= limit_pct ? "within" : out.low_pct > limit_pct ? "over" : "undecided";
+  out.sentence = fmt::format(
+      "counter overhead, alternating iterations of pid {}: uncounted median {:.2f} ms ({} iterations), counted "
+      "{:.2f} ms ({}), ratio {:.4f}; shift {:+.2f} ms, 95 % interval {:+.2f} to {:+.2f} ms ({:+.2f} % to {:+.2f} % of "
+      "the uncounted median); Mann-Whitney p = {:.3g}: {} {} %",
+      process.value("pid", 0), base, uncounted.size(), out.stats.median_b, counted.size(), out.stats.ratio,
+      out.stats.shift, out.stats.ci_low, out.stats.ci_high, out.low_pct, out.high_pct, out.stats.p_value,
+      out.verdict == "undecided" ? "neither within nor over" : out.verdict, limit_pct);
+  return out;
+}
+
 std::string default_inject_lib(const std::string& self) {
   return fs::path(self).parent_path().string() + "/cupti/libloopgate_sync_inject.so";
 }
@@ -143,6 +169,7 @@ std::vector<std::pair<std::string, std::string>> counter_environment(const Syncs
       {"LOOPGATE_CUPTI_JSON", dir + "/syncs.%p.json"}, {"LOOPGATE_CUPTI_OUT", dir + "/syncs.%p.txt"}};
   if (!o.iters.empty()) env.emplace_back("LOOPGATE_CUPTI_ROI", "iters:" + o.iters);
   if (o.launches) env.emplace_back("LOOPGATE_CUPTI_LAUNCHES", "1");
+  if (o.overhead_ab) env.emplace_back("LOOPGATE_CUPTI_AB", "1");
   env.emplace_back("LOOPGATE_CUPTI_NVTX", o.nvtx ? "1" : "0");
   const char* pythonpath = std::getenv("PYTHONPATH");
   env.emplace_back("PYTHONPATH",
@@ -226,6 +253,11 @@ CLI::App* add_syncs_command(CLI::App& app, SyncsOptions& o) {
   c->add_option("--inject-lib", o.inject_lib, "the injection library (default: the one built beside this loopgate)");
   c->add_flag("--launches", o.launches, "count kernel and graph launches too (a callback per launch)");
   c->add_flag("--nvtx", o.nvtx, "NVTX ranges as fallback sites (a callback per NVTX call; default off)");
+  c->add_flag("--overhead-ab", o.overhead_ab,
+              "the counter's overhead as an A/B inside the run: the region's marked iterations alternate counted and "
+              "uncounted (callbacks off); the table holds the counted ones");
+  c->add_option("--overhead-limit", o.overhead_limit, "with --overhead-ab: the verdict's limit, percent of the "
+                                                      "uncounted iterations' median (default 3)");
   return c;
 }
 
@@ -258,6 +290,19 @@ int cmd_syncs(const SyncsOptions& opts) {
   std::printf("loopgate syncs: %s (exit %d), iterations marked by %s%s\n", o.command.front().c_str(), rc,
               o.iter_fn.c_str(), o.iters.empty() ? "" : (", counted " + o.iters).c_str());
   for (const nlohmann::json& p : merged["processes"]) std::fputs(print_process(p).c_str(), stdout);
+  if (o.overhead_ab) {
+    merged["overhead"] = nlohmann::json::array();
+    for (const nlohmann::json& p : merged["processes"]) {
+      const std::optional<OverheadAb> ab = overhead_ab(p, o.overhead_limit);
+      if (!ab) continue;
+      std::printf("%s\n", ab->sentence.c_str());
+      merged["overhead"].push_back({{"pid", p.value("pid", 0)}, {"verdict", ab->verdict}, {"limit_pct", o.overhead_limit},
+                                    {"low_pct", ab->low_pct}, {"high_pct", ab->high_pct}, {"ratio", ab->stats.ratio},
+                                    {"p_value", ab->stats.p_value}, {"sentence", ab->sentence}});
+    }
+    if (merged["overhead"].empty())
+      std::printf("counter overhead: no process marked 2 or more iterations in each arm (--overhead-ab)\n");
+  }
   if (!o.json_path.empty()) std::ofstream(o.json_path) << merged.dump(1) << "\n";
   if (!o.csv_path.empty()) {
     std::ofstream csv(o.csv_path);

@@ -9,6 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "tools/analysis/stats.h"
+
 namespace loopgate {
 
 struct SyncsOptions {
@@ -20,6 +22,8 @@ struct SyncsOptions {
   std::vector<std::string> diff;    // two tables
   std::string inject_lib;           // default: beside this executable's build
   bool launches = false, nvtx = false;
+  bool overhead_ab = false;    // alternate counted and uncounted iterations; print the counter's overhead
+  double overhead_limit = 3;   // percent of the uncounted median
   std::string self_exe;
 };
 
@@ -40,6 +44,18 @@ std::vector<nlohmann::json> read_sync_tables(const std::string& dir);
 std::string default_inject_lib(const std::string& self);
 // A JSON file named by `flag` (readable, parsed; InputError naming both otherwise).
 nlohmann::json read_json_file(const std::string& flag, const std::string& path);
+
+// The counter's overhead from one process's alternating iterations (its table's "overhead_ab"): the A/B of the
+// uncounted iterations' times (A) against the counted ones' (B), and the verdict against `limit_pct` of A's
+// median: the 95 % interval of the Hodges-Lehmann shift, as a share of that median, lies at or below the limit
+// ("within"), above it ("over"), or across it ("undecided"). Unset when an arm has fewer than 2 iterations.
+struct OverheadAb {
+  AbStats stats;
+  double low_pct = 0, high_pct = 0;  // the interval as a share of the uncounted median
+  std::string verdict;               // within | over | undecided
+  std::string sentence;
+};
+std::optional<OverheadAb> overhead_ab(const nlohmann::json& process, double limit_pct);
 
 std::vector<SyncSiteRow> sync_site_rows(const nlohmann::json& table, const std::string& name);
 std::string format_sync_diff(const std::vector<SyncSiteRow>& a, const std::vector<SyncSiteRow>& b,

@@ -1,0 +1,38 @@
+// The overhead A/B's bookkeeping (tools/cupti/alternating_iterations.h): which iterations the counter counts,
+// and which arm each iteration's duration lands in. A duration in the wrong arm would bias the overhead it reports.
+#include <gtest/gtest.h>
+
+#include "tools/cupti/alternating_iterations.h"
+
+namespace loopgate::cupti {
+namespace {
+
+TEST(AlternatingIterations, RegionAlternatesFromItsFirstIteration) {
+  AlternatingIterations ab;
+  std::vector<bool> counted;
+  for (int64_t n = 1; n <= 8; ++n) counted.push_back(ab.begin(n, /*in_region=*/n >= 3 && n <= 7, 10.0 * n));
+  EXPECT_EQ(counted, (std::vector<bool>{false, false, true, false, true, false, true, false}));
+}
+
+TEST(AlternatingIterations, EachDurationGoesToTheArmOfTheIterationItEnds) {
+  // Iterations 2..6 in the region: 2, 4, 6 counted and 3 ms long; 3, 5 uncounted and 1 ms long. Iteration 1
+  // (before) and 7 (after) are left out.
+  AlternatingIterations ab;
+  const double starts[] = {0, 5, 8, 9, 12, 13, 16, 30};
+  for (int64_t n = 1; n <= 7; ++n) ab.begin(n, n >= 2 && n <= 6, starts[n - 1]);
+  ab.begin(8, false, starts[7]);
+  EXPECT_EQ(ab.counted_ms(), (std::vector<double>{3, 3, 3}));
+  EXPECT_EQ(ab.uncounted_ms(), (std::vector<double>{1, 1}));
+  EXPECT_EQ(ab.json().dump(), R"({"counted_ms":[3.0,3.0,3.0],"uncounted_ms":[1.0,1.0]})");
+}
+
+TEST(AlternatingIterations, TheLastIterationOfTheRunHasNoDuration) {
+  AlternatingIterations ab;
+  ab.begin(1, true, 0);
+  ab.begin(2, true, 4);
+  EXPECT_EQ(ab.counted_ms(), (std::vector<double>{4}));
+  EXPECT_TRUE(ab.uncounted_ms().empty());  // iteration 2 never ended
+}
+
+}  // namespace
+}  // namespace loopgate::cupti
