@@ -3,6 +3,7 @@
 // Python shim that marks each call of a named function as an iteration; each process writes its table, and the
 // merged table is printed. `loopgate syncs --diff A.json B.json`: two runs' tables side by side, per site.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
