@@ -5,7 +5,8 @@
 # CANDIDATE: good-candidate, bad-reordered-reduction, bad-nan-after-step, bad-sync-in-grad-hook (default: all four,
 # in that order). Each is a copy of the checkout with its patch applied. A pair's verdicts go to OUT/NAME.txt and
 # OUT/NAME.{json,html,xml}, its runs to OUT/NAME/. The good candidate runs GOOD_RUNS runs per arm (default 3) and
-# one NaN injection into the loss and one into a grad bucket; a bad one runs one per arm and what its row needs.
+# the NaN injections GOOD_INJECT (default one into the loss, one into a grad bucket), and declares the two reads it
+# adds; a bad one runs one per arm and what its row needs.
 # bad-sync-in-grad-hook's budget is $SYNC_BUDGET, or the good candidate's table when that pair ran first, or else
 # the baseline's.
 # Exit 0 when every pair exited as expected: 0 for the good candidate, 1 with its named row failed for a bad one.
@@ -37,8 +38,13 @@ for name in "${candidates[@]}"; do
   checkout "$name" "$patch"
   flags=(--runs 1) expect=1 row=
   case $name in
-    good-candidate) flags=(--runs "${GOOD_RUNS:-3}" --nan-inject iter=4,site=loss --nan-inject iter=8,site=grad,bucket=0)
-                    expect=0 ;;
+    good-candidate)
+      # The two reads the patch adds in place of the ones it removes, declared with their reasons.
+      flags=(--runs "${GOOD_RUNS:-3}"
+             --allow-sync "rerun_state_machine.py RerunStateMachine.drain_banked_verdicts=the banked verdicts' one read"
+             --allow-sync "utils.py local_multi_tensor_l2_norm=the per-tensor norms' one batched read")
+      for spec in ${GOOD_INJECT:-iter=4,site=loss iter=8,site=grad,bucket=0}; do flags+=(--nan-inject "$spec"); done
+      expect=0 ;;
     bad-reordered-reduction) row="lm loss, params norm @ 1-2" ;;
     bad-nan-after-step) flags+=(--nan-inject iter=4,site=loss) row="NaN before the step" ;;
     bad-sync-in-grad-hook)
