@@ -5,8 +5,8 @@
 # CANDIDATE: good-candidate, bad-reordered-reduction, bad-nan-after-step, bad-sync-in-grad-hook (default: all four,
 # in that order). Each is a copy of the checkout with its patch applied. A pair's verdicts go to OUT/NAME.txt and
 # OUT/NAME.{json,html,xml}, its runs to OUT/NAME/. The good candidate runs GOOD_RUNS runs per arm (default 3) and
-# the NaN injections GOOD_INJECT (default one into the loss, one into a grad bucket), and declares the two reads it
-# adds; a bad one runs one per arm and what its row needs.
+# the NaN injections GOOD_INJECT (default one into the loss, one into a grad bucket); a bad one runs one per arm
+# and what its row needs. Every pair declares the two reads the good candidate adds.
 # bad-sync-in-grad-hook's budget is $SYNC_BUDGET, or the good candidate's table when that pair ran first, or else
 # the baseline's.
 # Exit 0 when every pair exited as expected: 0 for the good candidate, 1 with its named row failed for a bad one.
@@ -36,13 +36,15 @@ for name in "${candidates[@]}"; do
   patch="$PWD/fixtures/megatron/$name.patch"
   [ -f "$patch" ] || { echo "megatron-pair: no candidate $name (fixtures/megatron/$name.patch)"; exit 2; }
   checkout "$name" "$patch"
-  flags=(--runs 1) expect=1 row=
+  # The two reads the good candidate adds in place of the ones it removes, declared with their reasons (the bad
+  # candidates are built on it, so they add them too: only their own row may fail).
+  flags=(--runs 1
+         --allow-sync "rerun_state_machine.py RerunStateMachine.drain_banked_verdicts=the banked verdicts' one read"
+         --allow-sync "utils.py local_multi_tensor_l2_norm=the per-tensor norms' one batched read")
+  expect=1 row=
   case $name in
     good-candidate)
-      # The two reads the patch adds in place of the ones it removes, declared with their reasons.
-      flags=(--runs "${GOOD_RUNS:-3}"
-             --allow-sync "rerun_state_machine.py RerunStateMachine.drain_banked_verdicts=the banked verdicts' one read"
-             --allow-sync "utils.py local_multi_tensor_l2_norm=the per-tensor norms' one batched read")
+      flags[1]=${GOOD_RUNS:-3}
       for spec in ${GOOD_INJECT:-iter=4,site=loss iter=8,site=grad,bucket=0}; do flags+=(--nan-inject "$spec"); done
       expect=0 ;;
     bad-reordered-reduction) row="lm loss, params norm @ 1-2" ;;

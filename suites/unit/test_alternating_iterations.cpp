@@ -23,7 +23,10 @@ TEST(AlternatingIterations, EachDurationGoesToTheArmOfTheIterationItEnds) {
   ab.begin(8, false, starts[7]);
   EXPECT_EQ(ab.counted_ms(), (std::vector<double>{3, 3, 3}));
   EXPECT_EQ(ab.uncounted_ms(), (std::vector<double>{1, 1}));
-  EXPECT_EQ(ab.json().dump(), R"({"counted_ms":[3.0,3.0,3.0],"uncounted_ms":[1.0,1.0]})");
+  EXPECT_EQ(ab.iteration_ms(), (std::vector<double>{3, 1, 3, 1, 3}));
+  EXPECT_EQ(ab.iteration_counted(), (std::vector<bool>{true, false, true, false, true}));
+  EXPECT_EQ(ab.json().dump(), R"({"counted_ms":[3.0,3.0,3.0],"iteration_counted":[true,false,true,false,true],)"
+                              R"("iteration_ms":[3.0,1.0,3.0,1.0,3.0],"uncounted_ms":[1.0,1.0]})");
 }
 
 TEST(AlternatingIterations, TheLastIterationOfTheRunHasNoDuration) {

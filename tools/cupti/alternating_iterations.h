@@ -19,14 +19,19 @@ class AlternatingIterations {
   bool begin(int64_t n, bool in_region, double now_ms);
   const std::vector<double>& counted_ms() const { return counted_ms_; }
   const std::vector<double>& uncounted_ms() const { return uncounted_ms_; }
-  // {"counted_ms": [...], "uncounted_ms": [...]}: what `loopgate syncs` turns into the overhead A/B.
+  // Every closed iteration of the region in order: its duration and whether it was counted.
+  const std::vector<double>& iteration_ms() const { return iteration_ms_; }
+  const std::vector<bool>& iteration_counted() const { return iteration_counted_; }
+  // {"counted_ms", "uncounted_ms", "iteration_ms", "iteration_counted"}: what `loopgate syncs` turns into the
+  // overhead A/B.
   nlohmann::json json() const;
 
  private:
   int64_t first_ = -1;  // the region's first marked iteration, once seen
   bool open_ = false, open_counted_ = false;
   double open_at_ms_ = 0;
-  std::vector<double> counted_ms_, uncounted_ms_;
+  std::vector<double> counted_ms_, uncounted_ms_, iteration_ms_;
+  std::vector<bool> iteration_counted_;
 };
 
 }  // namespace loopgate::cupti

@@ -103,6 +103,12 @@ std::string print_process(const nlohmann::json& p) {
 void check_syncs_options(const SyncsOptions& o) {
   LG_INPUT_CHECK(std::isfinite(o.overhead_limit) && o.overhead_limit > 0, "--overhead-limit {}: must be > 0 percent",
                  o.overhead_limit);
+  if (!o.table.empty()) {
+    LG_INPUT_CHECK(o.command.empty() && o.diff.empty(), "--table {}: a saved table is read alone (no command, no --diff)",
+                   o.table);
+    check_input_file("--table", o.table);
+    return;
+  }
   if (!o.diff.empty()) {
     LG_INPUT_CHECK(!o.overhead_ab, "--overhead-ab: it measures a run, --diff compares two tables");
     LG_INPUT_CHECK(o.diff.size() == 2, "--diff: two tables, A.json B.json ({} given)", o.diff.size());
@@ -135,24 +141,43 @@ nlohmann::json read_json_file(const std::string& flag, const std::string& path) 
   return j;
 }
 
+// Each counted iteration minus the mean of its uncounted neighbours (syncs.h: OverheadAb).
+std::vector<double> paired_differences(const std::vector<double>& ms, const std::vector<bool>& counted) {
+  std::vector<double> d;
+  for (size_t i = 1; i + 1 < ms.size() && i + 1 < counted.size(); ++i)
+    if (counted[i] && !counted[i - 1] && !counted[i + 1]) d.push_back(ms[i] - (ms[i - 1] + ms[i + 1]) / 2);
+  return d;
+}
+
 std::optional<OverheadAb> overhead_ab(const nlohmann::json& process, double limit_pct) {
   const nlohmann::json& ab = process.value("overhead_ab", nlohmann::json());
   if (!ab.is_object()) return std::nullopt;
   const auto counted = ab.value("counted_ms", std::vector<double>{});
   const auto uncounted = ab.value("uncounted_ms", std::vector<double>{});
-  if (counted.size() < 2 || uncounted.size() < 2) return std::nullopt;
+  const std::vector<double> d =
+      paired_differences(ab.value("iteration_ms", std::vector<double>{}), ab.value("iteration_counted", std::vector<bool>{}));
+  if (d.size() < 10 || counted.size() < 2 || uncounted.size() < 2) return std::nullopt;
   OverheadAb out;
   out.stats = ab_statistics(uncounted, counted, 0.05);
+  out.pairs = static_cast<int64_t>(d.size());
+  double sum = 0, sq = 0;
+  for (double x : d) sum += x;
+  out.mean_ms = sum / static_cast<double>(d.size());
+  for (double x : d) sq += (x - out.mean_ms) * (x - out.mean_ms);
+  const double half = normal_quantile(0.975) * std::sqrt(sq / static_cast<double>(d.size() - 1)) /
+                      std::sqrt(static_cast<double>(d.size()));
+  out.low_ms = out.mean_ms - half;
+  out.high_ms = out.mean_ms + half;
   const double base = out.stats.median_a;
-  out.low_pct = 100.0 * out.stats.ci_low / base;
-  out.high_pct = 100.0 * out.stats.ci_high / base;
+  out.low_pct = 100.0 * out.low_ms / base;
+  out.high_pct = 100.0 * out.high_ms / base;
   out.verdict = out.high_pct <= limit_pct ? "within" : out.low_pct > limit_pct ? "over" : "undecided";
   out.sentence = fmt::format(
-      "counter overhead, alternating iterations of pid {}: uncounted median {:.2f} ms ({} iterations), counted "
-      "{:.2f} ms ({}), ratio {:.4f}; shift {:+.2f} ms, 95 % interval {:+.2f} to {:+.2f} ms ({:+.2f} % to {:+.2f} % of "
-      "the uncounted median); Mann-Whitney p = {:.3g}: {} {} %",
-      process.value("pid", 0), base, uncounted.size(), out.stats.median_b, counted.size(), out.stats.ratio,
-      out.stats.shift, out.stats.ci_low, out.stats.ci_high, out.low_pct, out.high_pct, out.stats.p_value,
+      "counter overhead, alternating iterations of pid {}: uncounted median {:.2f} ms ({} iterations), counted {:.2f} "
+      "ms ({}); each counted iteration against its uncounted neighbours ({} pairs): {:+.2f} ms, 95 % interval {:+.2f} "
+      "to {:+.2f} ms ({:+.2f} % to {:+.2f} % of the uncounted median): {} {} %",
+      process.value("pid", 0), base, uncounted.size(), out.stats.median_b, counted.size(), out.pairs, out.mean_ms,
+      out.low_ms, out.high_ms, out.low_pct, out.high_pct,
       out.verdict == "undecided" ? "neither within nor over" : out.verdict, limit_pct);
   return out;
 }
@@ -250,6 +275,8 @@ CLI::App* add_syncs_command(CLI::App& app, SyncsOptions& o) {
   c->add_option("--csv", o.csv_path, "write one CSV row per process, site, kind and iteration");
   c->add_option("--diff", o.diff, "two tables (a process's or a merged one): per site, A -> B per iteration")
       ->expected(2);
+  c->add_option("--table", o.table, "print a saved table (a process's syncs.PID.json or a merged --json) instead of "
+                                    "running a command; with --overhead-ab, its overhead verdict");
   c->add_option("--inject-lib", o.inject_lib, "the injection library (default: the one built beside this loopgate)");
   c->add_flag("--launches", o.launches, "count kernel and graph launches too (a callback per launch)");
   c->add_flag("--nvtx", o.nvtx, "NVTX ranges as fallback sites (a callback per NVTX call; default off)");
@@ -271,23 +298,32 @@ int cmd_syncs(const SyncsOptions& opts) {
     std::fputs(format_sync_diff(a, b, o.diff[0], o.diff[1]).c_str(), stdout);
     return 0;
   }
-  const std::string shim = fs::path(o.inject_lib).parent_path().string() + "/loopgate_pyshim";
-  check_input_file("--inject-lib (its Python shim)", shim + "/sitecustomize.py");
-  fs::create_directories(o.out_dir);
-  for (const std::string& stale : table_files(o.out_dir)) fs::remove(stale);
-  for (const auto& [name, value] : counter_environment(o, fs::absolute(o.out_dir).string()))
-    setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
-  const int rc = run_command(o.command);
-
-  nlohmann::json merged = {{"format", "loopgate-syncs-merged/1"}, {"command", o.command}, {"exit_code", rc},
-                           {"processes", nlohmann::json::array()}};
-  for (nlohmann::json& t : read_sync_tables(o.out_dir)) merged["processes"].push_back(std::move(t));
+  int rc = 0;
+  nlohmann::json merged = {{"format", "loopgate-syncs-merged/1"}, {"processes", nlohmann::json::array()}};
+  if (!o.table.empty()) {
+    for (nlohmann::json& t : processes_of(read_json_file("--table", o.table), o.table))
+      merged["processes"].push_back(std::move(t));
+    merged["command"] = {"(saved table " + o.table + ")"};
+  } else {
+    const std::string shim = fs::path(o.inject_lib).parent_path().string() + "/loopgate_pyshim";
+    check_input_file("--inject-lib (its Python shim)", shim + "/sitecustomize.py");
+    fs::create_directories(o.out_dir);
+    for (const std::string& stale : table_files(o.out_dir)) fs::remove(stale);
+    for (const auto& [name, value] : counter_environment(o, fs::absolute(o.out_dir).string()))
+      setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
+    rc = run_command(o.command);
+    merged["command"] = o.command;
+    for (nlohmann::json& t : read_sync_tables(o.out_dir)) merged["processes"].push_back(std::move(t));
+  }
+  merged["exit_code"] = rc;
   if (merged["processes"].empty()) {
     std::fprintf(stderr, "loopgate syncs: no process counted a host sync (the library loads at cuInit: is '%s' a CUDA "
-                         "program, and did the region open?)\n", o.command.front().c_str());
+                         "program, and did the region open?)\n",
+                 merged["command"].front().get<std::string>().c_str());
     return rc != 0 ? rc : 1;
   }
-  std::printf("loopgate syncs: %s (exit %d), iterations marked by %s%s\n", o.command.front().c_str(), rc,
+  std::printf("loopgate syncs: %s (exit %d), iterations marked by %s%s\n",
+              merged["command"].front().get<std::string>().c_str(), rc,
               o.iter_fn.c_str(), o.iters.empty() ? "" : (", counted " + o.iters).c_str());
   for (const nlohmann::json& p : merged["processes"]) std::fputs(print_process(p).c_str(), stdout);
   if (o.overhead_ab) {
@@ -297,11 +333,12 @@ int cmd_syncs(const SyncsOptions& opts) {
       if (!ab) continue;
       std::printf("%s\n", ab->sentence.c_str());
       merged["overhead"].push_back({{"pid", p.value("pid", 0)}, {"verdict", ab->verdict}, {"limit_pct", o.overhead_limit},
-                                    {"low_pct", ab->low_pct}, {"high_pct", ab->high_pct}, {"ratio", ab->stats.ratio},
-                                    {"p_value", ab->stats.p_value}, {"sentence", ab->sentence}});
+                                    {"pairs", ab->pairs}, {"mean_ms", ab->mean_ms}, {"low_pct", ab->low_pct},
+                                    {"high_pct", ab->high_pct}, {"ratio", ab->stats.ratio}, {"sentence", ab->sentence}});
     }
     if (merged["overhead"].empty())
-      std::printf("counter overhead: no process marked 2 or more iterations in each arm (--overhead-ab)\n");
+      std::printf("counter overhead: no process marked 10 or more counted iterations between uncounted ones "
+                  "(--overhead-ab)\n");
   }
   if (!o.json_path.empty()) std::ofstream(o.json_path) << merged.dump(1) << "\n";
   if (!o.csv_path.empty()) {

@@ -21,6 +21,7 @@ struct SyncsOptions {
   std::string out_dir = "loopgate-syncs";
   std::string json_path, csv_path;  // the merged table
   std::vector<std::string> diff;    // two tables
+  std::string table;                // a saved table (a process's or a merged one), printed instead of a run
   std::string inject_lib;           // default: beside this executable's build
   bool launches = false, nvtx = false;
   bool overhead_ab = false;    // alternate counted and uncounted iterations; print the counter's overhead
@@ -46,13 +47,18 @@ std::string default_inject_lib(const std::string& self);
 // A JSON file named by `flag` (readable, parsed; InputError naming both otherwise).
 nlohmann::json read_json_file(const std::string& flag, const std::string& path);
 
-// The counter's overhead from one process's alternating iterations (its table's "overhead_ab"): the A/B of the
-// uncounted iterations' times (A) against the counted ones' (B), and the verdict against `limit_pct` of A's
-// median: the 95 % interval of the Hodges-Lehmann shift, as a share of that median, lies at or below the limit
-// ("within"), above it ("over"), or across it ("undecided"). Unset when an arm has fewer than 2 iterations.
+// The counter's overhead from one process's alternating iterations (its table's "overhead_ab"). Each counted
+// iteration is paired with the mean of the uncounted iterations on either side of it: neighbours share the run's
+// drift (clocks, neighbours on the host, the data), so the differences hold the counter's cost and the
+// iteration-to-iteration noise alone. The verdict against `limit_pct` of the uncounted iterations' median: the
+// 95 % interval of the mean difference (normal) lies at or below the limit ("within"), above it ("over"), or
+// across it ("undecided"). `stats`: the unpaired A/B of the two arms' times, for context. Unset with fewer than
+// 10 pairs.
 struct OverheadAb {
   AbStats stats;
-  double low_pct = 0, high_pct = 0;  // the interval as a share of the uncounted median
+  int64_t pairs = 0;
+  double mean_ms = 0, low_ms = 0, high_ms = 0;  // the paired differences' mean and its 95 % interval
+  double low_pct = 0, high_pct = 0;             // the interval as a share of the uncounted median
   std::string verdict;               // within | over | undecided
   std::string sentence;
 };
