@@ -40,6 +40,7 @@ BASE = {
     "report": ["--gate", GATE_JSON, "--out", os.path.join(WORK, "r.html")],
     "selftest": [],
     "pair": ["--baseline", "true", "--candidate", "true"],
+    "syncs": ["--table", os.path.join(SRC, "suites/cli/syncs/overhead_table.json"), "--overhead-ab"],
 }
 AB_FILES = [f"{EX}/baseline_run1.log", f"{EX}/candidate_run1.log"]
 AB_FILE_MODE = {"--alpha", "--window", "--warmup-windows", "--time-source"}  # ab's options of its file mode

@@ -72,8 +72,14 @@ std::map<std::string, std::string> declared(const std::vector<std::string>& spec
 std::string shim_dir(const PairOptions& o) { return fs::path(o.inject_lib).parent_path().string() + "/loopgate_pyshim"; }
 
 void check_pair_options(const PairOptions& o) {
-  LG_INPUT_CHECK(!o.baseline.empty(), "--baseline: the baseline's command line is required");
-  LG_INPUT_CHECK(!o.candidate.empty(), "--candidate: the candidate's command line is required");
+  if (!o.rejudge.empty()) {
+    check_input_file("--rejudge", o.rejudge);
+    LG_INPUT_CHECK(fs::is_directory(o.out_dir), "--out-dir {}: --rejudge reads the runs kept there: no such folder",
+                   o.out_dir);
+  } else {
+    LG_INPUT_CHECK(!o.baseline.empty(), "--baseline is required (the baseline's command line), unless --rejudge");
+    LG_INPUT_CHECK(!o.candidate.empty(), "--candidate is required (the candidate's command line), unless --rejudge");
+  }
   LG_INPUT_CHECK(o.runs >= 1 && o.runs <= 100, "--runs {}: must be 1..100", o.runs);
   LG_INPUT_CHECK(o.early >= 1, "--early {}: must be >= 1", o.early);
   LG_INPUT_CHECK(o.counter == "cupti" || o.counter == "off", "--counter '{}': must be cupti or off", o.counter);
@@ -98,7 +104,7 @@ void check_pair_options(const PairOptions& o) {
                  o.run_timeout);
   LG_INPUT_CHECK(o.alpha > 0 && o.alpha < 1, "--alpha {}: must be in (0, 1)", o.alpha);
   check_step_time_options(o.step);
-  check_output_dir("--out-dir", o.out_dir);
+  if (o.rejudge.empty()) check_output_dir("--out-dir", o.out_dir);
   if (!o.json_path.empty()) check_output_file("--json", o.json_path);
   if (!o.junit_path.empty()) check_output_file("--junit", o.junit_path);
   if (!o.html_path.empty()) check_output_file("--html", o.html_path);
@@ -109,6 +115,8 @@ void check_pair_options(const PairOptions& o) {
 
 // /bin/sh -c CMD with `env` added, stdout and stderr into the log, in its own process group (a timeout ends
 // every process it started: mpirun, torchrun and their ranks).
+void read_back(PairRun& r);
+
 void launch(PairRun& r, const std::string& command, const Env& env, double timeout) {
   fs::create_directories(r.dir);
   for (const fs::directory_entry& e : fs::directory_iterator(r.dir)) fs::remove_all(e.path());
@@ -138,6 +146,11 @@ void launch(PairRun& r, const std::string& command, const Env& env, double timeo
   }
   r.seconds = elapsed();
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  read_back(r);
+}
+
+// What a run left in its folder: its log, its sync tables, its Trace.
+void read_back(PairRun& r) {
   try {
     r.log = read_run(r.log_path);
   } catch (const InputError& e) {
@@ -187,6 +200,39 @@ PairRun run_one(const PairOptions& o, const std::string& arm, int index, const s
               r.log ? r.log->entries.size() : 0, r.timed_out ? " (timed out)" : "", r.log_path.c_str());
   std::fflush(stdout);
   return r;
+}
+
+// The runs an earlier pair's --json lists (--rejudge), read back from --out-dir/NAME/ with their exit codes.
+void kept_runs(PairOptions& o, std::vector<PairRun>* runs, std::vector<PairRun>* nan_runs) {
+  const nlohmann::json j = read_json_file("--rejudge", o.rejudge);
+  LG_INPUT_CHECK(j.contains("pair") && j["pair"].contains("runs") && j["pair"]["runs"].is_array(),
+                 "--rejudge {}: not a loopgate pair --json (no pair.runs)", o.rejudge);
+  o.baseline = j["pair"].value("baseline", "");
+  o.candidate = j["pair"].value("candidate", "");
+  static const std::regex name(R"((baseline|candidate)-(\d+|nan(\d*)))");
+  for (const nlohmann::json& e : j["pair"]["runs"]) {
+    const std::string run = e.value("run", "");
+    std::smatch m;
+    LG_INPUT_CHECK(std::regex_match(run, m, name), "--rejudge {}: run '{}' is not ARM-N or ARM-nan[K]", o.rejudge, run);
+    PairRun r;
+    r.arm = m[1];
+    const bool injected = m[2].str().rfind("nan", 0) == 0;
+    r.index = injected ? 0 : std::stoi(m[2]);
+    r.nan_index = injected && !m[3].str().empty() ? std::stoi(m[3]) : 0;
+    if (injected) {
+      const size_t k = r.nan_index > 0 ? static_cast<size_t>(r.nan_index - 1) : 0;
+      LG_INPUT_CHECK(k < o.nan_inject.size(), "--rejudge {}: run {} was injected: give its --nan-inject spec (in order)",
+                     o.rejudge, run);
+      r.nan_spec = o.nan_inject[k];
+    }
+    r.dir = fs::absolute(fs::path(o.out_dir) / run).string();
+    r.log_path = r.dir + "/log.txt";
+    r.exit_code = e.value("exit_code", -1);
+    r.seconds = e.value("seconds", 0.0);
+    check_input_file("--rejudge (a kept run's log)", r.log_path);
+    read_back(r);
+    (injected ? nan_runs : runs)->push_back(std::move(r));
+  }
 }
 
 // ---- the rows ----
@@ -491,8 +537,11 @@ void write_outputs(const PairOptions& o, const std::vector<CompareRow>& rows, co
 CLI::App* add_pair_command(CLI::App& app, PairOptions& o) {
   CLI::App* c = app.add_subcommand("pair", "gate a baseline and a candidate command (Megatron-LM, loopgate run): "
                                            "alternating runs, verdict rows, exit 0/1/2");
-  c->add_option("--baseline", o.baseline, "the baseline's command line (run by /bin/sh -c)")->required();
-  c->add_option("--candidate", o.candidate, "the candidate's command line")->required();
+  c->add_option("--baseline", o.baseline, "the baseline's command line (run by /bin/sh -c); required unless --rejudge");
+  c->add_option("--candidate", o.candidate, "the candidate's command line; required unless --rejudge");
+  c->add_option("--rejudge", o.rejudge,
+                "PAIR.json: an earlier pair's --json; judge the runs it lists, kept in --out-dir, with this call's "
+                "flags, instead of running any");
   c->add_option("--runs", o.runs, "runs per arm, alternating A1 B1 A2 B2 ..., 1-100 (default 3)");
   c->add_option("--out-dir", o.out_dir, "every run's log and sync tables, OUT/ARM-N/ (default loopgate-pair)");
   c->add_option("--early", o.early, "lm loss and params norm identical at iterations 1..K, K >= 1 (default 2)");
@@ -531,12 +580,19 @@ int cmd_pair(const PairOptions& opts) {
   set_mpi_launch_env();
   const std::string started = utc_now();
   const auto t0 = std::chrono::steady_clock::now();
-  std::printf("loopgate pair: %d run(s) per arm, alternating; logs in %s\n  baseline:  %s\n  candidate: %s\n", o.runs,
-              o.out_dir.c_str(), o.baseline.c_str(), o.candidate.c_str());
   std::vector<PairRun> runs, nan_runs;
-  for (int i = 1; i <= o.runs; ++i)
+  if (!o.rejudge.empty()) {
+    kept_runs(o, &runs, &nan_runs);
+    std::printf("loopgate pair: judging the %zu run(s) %s lists, kept in %s\n  baseline:  %s\n  candidate: %s\n",
+                runs.size() + nan_runs.size(), o.rejudge.c_str(), o.out_dir.c_str(), o.baseline.c_str(),
+                o.candidate.c_str());
+  } else {
+    std::printf("loopgate pair: %d run(s) per arm, alternating; logs in %s\n  baseline:  %s\n  candidate: %s\n", o.runs,
+                o.out_dir.c_str(), o.baseline.c_str(), o.candidate.c_str());
+  }
+  for (int i = 1; o.rejudge.empty() && i <= o.runs; ++i)
     for (const char* arm : {"baseline", "candidate"}) runs.push_back(run_one(o, arm, i, ""));
-  for (size_t k = 0; k < o.nan_inject.size(); ++k)
+  for (size_t k = 0; o.rejudge.empty() && k < o.nan_inject.size(); ++k)
     for (const char* arm : {"baseline", "candidate"})
       nan_runs.push_back(run_one(o, arm, 0, o.nan_inject[k], o.nan_inject.size() > 1 ? static_cast<int>(k) + 1 : 0));
 

@@ -35,6 +35,9 @@ struct PairOptions {
   std::string json_path, junit_path, html_path;
   double alpha = 0.05;
   StepTimeOptions step;
+  // A pair's --json from an earlier call: judge the runs it lists, kept in --out-dir, instead of running any (new
+  // declarations, a new budget, without the GPU job again).
+  std::string rejudge;
   std::string self_exe;
 };
 

@@ -18,6 +18,7 @@
 #include <regex>
 
 #include "tools/loopgate/paths.h"
+#include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
@@ -284,7 +285,7 @@ CLI::App* add_syncs_command(CLI::App& app, SyncsOptions& o) {
               "the counter's overhead as an A/B inside the run: the region's marked iterations alternate counted and "
               "uncounted (callbacks off); the table holds the counted ones");
   c->add_option("--overhead-limit", o.overhead_limit, "with --overhead-ab: the verdict's limit, percent of the "
-                                                      "uncounted iterations' median (default 3)");
+                                                      "uncounted iterations' median, > 0 (default 3)");
   return c;
 }
 
@@ -292,6 +293,7 @@ int cmd_syncs(const SyncsOptions& opts) {
   SyncsOptions o = opts;
   if (o.inject_lib.empty()) o.inject_lib = default_inject_lib(o.self_exe);
   check_syncs_options(o);
+  if (stop_after_validation()) return 0;
   if (!o.diff.empty()) {
     const std::vector<SyncSiteRow> a = sync_site_rows(read_json_file("--diff", o.diff[0]), o.diff[0]);
     const std::vector<SyncSiteRow> b = sync_site_rows(read_json_file("--diff", o.diff[1]), o.diff[1]);
