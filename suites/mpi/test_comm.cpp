@@ -6,6 +6,7 @@
 
 #include "fixtures/scenarios.h"  // world_rank(), world_size()
 #include "trainer/parallel/comm_mpi.h"
+#include "trainer/parallel/recorded_comm.h"
 
 namespace loopgate {
 namespace {
@@ -133,6 +134,36 @@ TEST(Comm, SlicedOrderedSumEqualsWholeGatherSum) {
     EXPECT_TRUE(at::equal(got, want)) << "order " << static_cast<int>(order) << " on " << world
                                       << " ranks: sliced sum differs from the whole-gather sum";
   }
+}
+
+// A collective issued with another size on one rank. The transport refuses it on some rank (Open MPI: a
+// truncation where the buffer is the smaller) and goes through on others; the record says "failed in" the call
+// there, and the ranks' lines, as the gate reads them, name the mismatch with each rank's size.
+TEST(Comm, SizeMismatchIsNamedFromTheRecords) {
+  if (world_size() != 2) GTEST_SKIP() << "a two-rank case";
+  MPI_Comm dup;
+  ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &dup), MPI_SUCCESS);
+  auto log = std::make_shared<CollectiveLog>();
+  CommPtr c = recorded_comm(make_mpi_comm(dup, {}, /*own=*/true), "world", log);
+  at::Tensor t = at::ones({world_rank() == 0 ? 10 : 12}, at::kFloat);
+  int threw = 0;
+  try {
+    c->all_reduce(t, ReduceOp::kSum);
+  } catch (const Error&) {
+    threw = 1;
+  }
+  int any = 0;
+  MPI_Allreduce(&threw, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+  EXPECT_EQ(any, 1) << "the transport took a mismatched all_reduce without an error";
+  // Every rank's line, gathered over a healthy communicator.
+  char mine[512] = {};
+  std::snprintf(mine, sizeof mine, "%s", log->where().c_str());
+  char all[2][512] = {};
+  MPI_Allgather(mine, 512, MPI_CHAR, all, 512, MPI_CHAR, MPI_COMM_WORLD);
+  const std::map<int, std::string> where = {{0, all[0]}, {1, all[1]}};
+  EXPECT_EQ(mismatched_call(where), "size mismatch in world#0 all_reduce.sum #0: rank 0 Float[10], rank 1 Float[12]")
+      << all[0] << " | " << all[1];
+  if (threw) EXPECT_EQ(std::string(mine).rfind("failed in world#0 all_reduce.sum Float[", 0), 0u) << mine;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Unit tests for the collective record's abort line (trainer/parallel/recorded_comm.h, CollectiveLog::where): the
 // rank is "waiting in" the call it issued until the call returns, then "in no collective" with that call as the
-// last; nothing issued yet says so. `loopgate gate` names a hang from these lines (gate_launch.cpp).
+// last; nothing issued yet says so; a call that threw is "failed in" it; two ranks' sizes of one collective that
+// differ are named (mismatched_call). `loopgate gate` names a hang from these lines (gate_launch.cpp).
 // Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 expects the wrong state, so every test here fails.
 #include <gtest/gtest.h>
 
@@ -29,6 +30,33 @@ TEST(CollectiveLog, SaysWhetherTheRankIsInsideItsLastCall) {
   log.done();
   EXPECT_EQ(log.where(), wrong() ? "" : "in no collective; the last: mp#0 all_reduce.sum Float[1] #4 @numerics (iteration 2)");
   EXPECT_EQ(log.take(1).size(), wrong() ? 0u : 1u) << "the record keeps the call for the Trace";
+}
+
+TEST(CollectiveLog, AThrowingCallIsNamedAsFailed) {
+  CollectiveLog log;
+  log.add(0, vote());
+  log.failed("MPI call failed (rc 15): MPI_ERR_TRUNCATE\nmore");
+  EXPECT_EQ(log.where(), wrong() ? "" : "failed in mp#0 all_reduce.sum Float[1] #4 @numerics (iteration 1): MPI call "
+                                        "failed (rc 15): MPI_ERR_TRUNCATE");
+  log.add(0, vote());  // the next call clears it
+  EXPECT_EQ(log.where().rfind("waiting in ", 0), wrong() ? 1u : 0u);
+}
+
+// The ranks' abort lines as the gate reads them: the same collective (group, operation, sequence) with another
+// element count or dtype on one rank is named with each rank's size.
+TEST(CollectiveLog, NamesTheCollectiveWhoseSizeDiffersBetweenRanks) {
+  const std::string a = "waiting in tp#0 all_reduce.sum Float[10] #57 @numerics (iteration 3)";
+  const std::string b = "failed in tp#0 all_reduce.sum Float[12] #57 @numerics (iteration 3): MPI call failed (rc 15)";
+  EXPECT_EQ(mismatched_call({{0, a}, {1, b}}),
+            wrong() ? "" : "size mismatch in tp#0 all_reduce.sum #57: rank 0 Float[10], rank 1 Float[12]");
+  const std::string half = "in no collective; the last: tp#0 all_reduce.sum Half[10] #57 @numerics (iteration 3)";
+  EXPECT_EQ(mismatched_call({{0, a}, {1, half}}),
+            wrong() ? "" : "size mismatch in tp#0 all_reduce.sum #57: rank 0 Float[10], rank 1 Half[10]");
+  // Not a mismatch: the same call, another sequence number (a rank behind), or no call at all.
+  EXPECT_EQ(mismatched_call({{0, a}, {1, a}}), wrong() ? "x" : "");
+  EXPECT_EQ(mismatched_call({{0, a}, {1, "waiting in tp#0 all_reduce.sum Float[12] #58 @numerics (iteration 3)"}}),
+            wrong() ? "x" : "");
+  EXPECT_EQ(mismatched_call({{0, a}, {1, "in no collective; none issued yet"}}), wrong() ? "x" : "");
 }
 
 }  // namespace

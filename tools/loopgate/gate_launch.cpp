@@ -22,6 +22,7 @@
 #include "tools/loopgate/launch_plan.h"
 #include "tools/loopgate/paths.h"
 #include "tools/loopgate/verdicts.h"
+#include "trainer/parallel/recorded_comm.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
@@ -119,7 +120,10 @@ std::string collectives_verdict(const std::map<int, std::string>& where) {
   if (by_place.size() == 1)
     return fmt::format("collectives: every rank that reported ({}) is {}", ranks(by_place.begin()->second),
                        by_place.begin()->first);
-  std::string out = "collectives: the ranks part here:";
+  // The same collective with another size on some rank: the cause, named before where each rank stands.
+  const std::string mismatch = mismatched_call(where);
+  std::string out = mismatch.empty() ? "collectives: the ranks part here:"
+                                     : "collectives: " + mismatch + "; the ranks part here:";
   for (const auto& [place, r] : by_place) out += fmt::format(" {} {};", ranks(r), place);
   out.pop_back();
   return out;

@@ -5,8 +5,13 @@
 #include <c10/core/ScalarType.h>
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
 
 #include "trainer/common/error.h"
 
@@ -23,6 +28,7 @@ CollectiveLog::~CollectiveLog() { remove_abort_hook(hook_); }
 
 void CollectiveLog::add(int64_t iteration, CollectiveCall call) {
   std::lock_guard<std::mutex> lock(mu_);
+  failed_.clear();
   last_ = call;
   last_iteration_ = iteration;
   any_ = inside_ = true;
@@ -34,6 +40,17 @@ void CollectiveLog::done() {
   inside_ = false;
 }
 
+void CollectiveLog::failed(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inside_ = false;
+    failed_ = why.substr(0, why.find('\n'));
+    if (failed_.empty()) failed_ = "an error";
+  }
+  std::fprintf(stderr, "loopgate collectives: rank %d: %s\n", world_rank_for_errors(), where().c_str());
+  std::fflush(stderr);
+}
+
 std::string CollectiveLog::where() const {
   // From the watchdog's thread while this rank's own thread may be blocked in a call (never inside add: it only
   // appends): a lock that is not free at once is reported, not waited for.
@@ -41,6 +58,7 @@ std::string CollectiveLog::where() const {
   if (!lock.owns_lock()) return "the record is busy";
   if (!any_) return "in no collective; none issued yet";
   const std::string call = fmt::format("{} (iteration {})", to_string(last_), last_iteration_ + 1);
+  if (!failed_.empty()) return "failed in " + call + ": " + failed_;
   return inside_ ? "waiting in " + call : "in no collective; the last: " + call;
 }
 
@@ -51,6 +69,37 @@ std::vector<CollectiveCall> CollectiveLog::take(int64_t iteration) {
   std::vector<CollectiveCall> out = std::move(it->second);
   calls_.erase(it);
   return out;
+}
+
+std::string mismatched_call(const std::map<int, std::string>& where) {
+  static const char* const kPrefixes[] = {"waiting in ", "failed in ", "in no collective; the last: "};
+  std::map<std::tuple<std::string, std::string, int64_t>, std::map<int, CollectiveCall>> same;  // (group, op, seq)
+  for (const auto& [rank, place] : where) {
+    for (const char* prefix : kPrefixes) {
+      if (place.rfind(prefix, 0) != 0) continue;
+      const std::string rest = place.substr(std::strlen(prefix));
+      const size_t it = rest.find(" (iteration ");
+      if (it == std::string::npos) break;
+      try {
+        const CollectiveCall c = parse_collective_call(rest.substr(0, it));
+        same[{c.group, c.op, c.seq}][rank] = c;
+      } catch (const InputError&) {
+      }
+      break;
+    }
+  }
+  for (const auto& [key, calls] : same) {
+    const CollectiveCall& first = calls.begin()->second;
+    const bool differ = std::any_of(calls.begin(), calls.end(), [&](const auto& rc) {
+      return rc.second.count != first.count || rc.second.dtype != first.dtype;
+    });
+    if (!differ) continue;
+    std::vector<std::string> sizes;
+    for (const auto& [rank, c] : calls) sizes.push_back(fmt::format("rank {} {}[{}]", rank, c.dtype, c.count));
+    return fmt::format("size mismatch in {} {} #{}: {}", std::get<0>(key), std::get<1>(key), std::get<2>(key),
+                       fmt::join(sizes, ", "));
+  }
+  return "";
 }
 
 std::string group_label(const Comm& c, const std::string& kind) {
@@ -66,46 +115,36 @@ class RecordedComm final : public ForwardingComm {
       : ForwardingComm(std::move(inner)), name_(group_label(*inner_, kind)), log_(std::move(log)) {}
   void all_reduce(at::Tensor& t, ReduceOp op) override {
     collective(fmt::format("all_reduce.{}", reduce_op_name(op)), t);
-    inner_->all_reduce(t, op);
-    log_->done();
+    issued([&] { inner_->all_reduce(t, op); });
   }
   at::Tensor all_gather(const at::Tensor& t) override {
     collective("all_gather", t);
-    at::Tensor out = inner_->all_gather(t);
-    log_->done();
-    return out;
+    return issued([&] { return inner_->all_gather(t); });
   }
   at::Tensor reduce_scatter(const at::Tensor& t, ReduceOp op) override {
     collective(fmt::format("reduce_scatter.{}", reduce_op_name(op)), t);
-    at::Tensor out = inner_->reduce_scatter(t, op);
-    log_->done();
-    return out;
+    return issued([&] { return inner_->reduce_scatter(t, op); });
   }
   void broadcast(at::Tensor& t, int root) override {
     collective("broadcast", t, world(root));
-    inner_->broadcast(t, root);
-    log_->done();
+    issued([&] { inner_->broadcast(t, root); });
   }
   void send(const at::Tensor& t, int peer) override {
     transfer("send", t, peer);
-    inner_->send(t, peer);
-    log_->done();
+    issued([&] { inner_->send(t, peer); });
   }
   void recv(at::Tensor& t, int peer) override {
     transfer("recv", t, peer);
-    inner_->recv(t, peer);
-    log_->done();
+    issued([&] { inner_->recv(t, peer); });
   }
   void send_recv(const at::Tensor& s, int sp, at::Tensor& r, int rp) override {
     transfer("send", s, sp);
     transfer("recv", r, rp);
-    inner_->send_recv(s, sp, r, rp);
-    log_->done();
+    issued([&] { inner_->send_recv(s, sp, r, rp); });
   }
   void barrier() override {
     collective("barrier", at::Tensor());
-    inner_->barrier();
-    log_->done();
+    issued([&] { inner_->barrier(); });
   }
   void restart(const CommOptions& options) override {
     inner_->restart(options);
@@ -114,6 +153,23 @@ class RecordedComm final : public ForwardingComm {
   }
 
  private:
+  // The inner call, then done(); a throw marks the record failed (so the abort names the call) and goes on.
+  template <class F>
+  auto issued(F&& f) -> decltype(f()) {
+    try {
+      if constexpr (std::is_void_v<decltype(f())>) {
+        f();
+        log_->done();
+      } else {
+        auto out = f();
+        log_->done();
+        return out;
+      }
+    } catch (const std::exception& e) {
+      log_->failed(e.what());
+      throw;
+    }
+  }
   int world(int group_rank) const { return inner_->world_ranks().at(static_cast<size_t>(group_rank)); }
   void collective(std::string op, const at::Tensor& t, int root = -1) {
     add(std::move(op), t, root, collectives_++);

@@ -29,6 +29,9 @@ class CollectiveLog {
 
   void add(int64_t iteration, CollectiveCall call);     // before the call is issued: the rank is inside it
   void done();                                          // after it returned
+  // The call threw (the transport refused it: a truncation, a closed peer): prints "loopgate collectives: rank R:
+  // failed in CALL: WHY" at once, and where() says so from then on.
+  void failed(const std::string& why);
   std::vector<CollectiveCall> take(int64_t iteration);  // and forget them
   std::string where() const;                            // the abort's line (without the prefix)
 
@@ -38,8 +41,15 @@ class CollectiveLog {
   CollectiveCall last_;
   int64_t last_iteration_ = -1;
   bool any_ = false, inside_ = false;
+  std::string failed_;  // why the last call threw, "" when it did not
   int hook_ = -1;
 };
+
+// From the ranks' abort lines (rank -> where(): "waiting in CALL ...", "failed in CALL ...", "in no collective; the
+// last: CALL ..."): the call two ranks issued as the same collective (group, operation, sequence number) with a
+// different element count or dtype, named with each rank's size, e.g. "size mismatch in tp#0 all_reduce.sum #57:
+// rank 0 Float[10], rank 1 Float[12]"; "" when there is none.
+std::string mismatched_call(const std::map<int, std::string>& where);
 
 // `inner` recorded into `log` as group `kind` ("tp", "dp", ...).
 CommPtr recorded_comm(CommPtr inner, const std::string& kind, std::shared_ptr<CollectiveLog> log);
