@@ -12,8 +12,9 @@ namespace {
 std::atomic<long> g_marks{0};
 }
 
-// Writes "file:line function" of the innermost frame outside `skip` (comma-separated) into buf; returns the
-// number of frames read (0: no Python on this thread, or none readable).
+// Writes "file:line function" of the innermost frame outside `skip` (comma-separated) into buf, or what differs
+// between the two ways of naming it; returns the number of frames read (0: no Python on this thread, or none
+// readable).
 extern "C" int loopgate_probe_site(char* buf, int n, const char* skip) {
   std::vector<std::string> skips;
   for (const char* p = skip; p && *p;) {
@@ -23,7 +24,12 @@ extern "C" int loopgate_probe_site(char* buf, int n, const char* skip) {
   }
   const std::vector<loopgate::pystack::Frame> frames = loopgate::pystack::current_frames();
   const loopgate::pystack::Frame* f = loopgate::pystack::innermost_outside(frames, skips);
-  const std::string text = f ? loopgate::pystack::site_text(*f) : loopgate::pystack::unavailable_reason();
+  std::string text = f ? loopgate::pystack::site_text(*f) : loopgate::pystack::unavailable_reason();
+  // The counter names a site with innermost_site (one frame decoded, the rest cached): it must agree with the
+  // full walk, also on a call it has seen before.
+  std::string fast;
+  const bool found = loopgate::pystack::innermost_site(skips, &fast);
+  if (found != (f != nullptr) || (found && fast != text)) text = "innermost_site disagrees: '" + fast + "' vs '" + text + "'";
   std::strncpy(buf, text.c_str(), static_cast<size_t>(n - 1));
   buf[n - 1] = '\0';
   return static_cast<int>(frames.size());

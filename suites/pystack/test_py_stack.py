@@ -70,6 +70,20 @@ def check_all(lib, tag):
     expect(f"{tag} skip this file", site(lib, b"test_py_stack.py,threading.py"), "-" * SHIFT)
 
 
+def check_reused_code(lib, tag, n=200):
+    """Functions made and dropped one after another, each calling the probe at another line: their code objects
+    are freed and often reallocated at the same address, so a site cached by address alone would name an old line."""
+    fake = os.path.join(os.path.dirname(FILE), "made_by_exec.py")
+    for k in range(n):
+        namespace = {"lib": lib, "ctypes": ctypes}
+        src = "\n" * k + "def made(buf):\n    lib.loopgate_probe_site(buf, 1024, b'')\n    return buf.value.decode()\n"
+        exec(compile(src, fake, "exec"), namespace)
+        made = namespace.pop("made")  # no cycle through the namespace: the code is freed at the del
+        got = made(ctypes.create_string_buffer(1024))
+        expect(f"{tag} reused code {k}", got, f"{shorten(fake)}:{k + 2 + SHIFT} made")
+        del namespace, made
+
+
 def main():
     probe = sys.argv[1]
     held, released = ctypes.PyDLL(probe), ctypes.CDLL(probe)
@@ -81,6 +95,7 @@ def main():
         return 1
     check_all(held, "GIL held")
     check_all(released, "GIL released")
+    check_reused_code(held, "GIL held")
 
     # Threads: each names its own line while the others run Python (and take and drop the GIL) meanwhile.
     stop = threading.Event()
@@ -106,7 +121,7 @@ def main():
 
     for f in sorted(set(failures))[:20]:
         print("FAILED:", f)
-    checks = 12 + 4 * 300 * 6
+    checks = 12 + 200 + 4 * 300 * 6
     print(f"py_stack: {checks} checks, {len(failures)} failed")
     return 1 if failures else 0
 

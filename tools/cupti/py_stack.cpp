@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string_view>
+#include <unordered_map>
 
 #include "tools/cupti/py_stack.h"
 
@@ -105,5 +107,66 @@ const Frame* innermost_outside(const std::vector<Frame>& frames, const std::vect
 }
 
 std::string site_text(const Frame& f) { return shorten(f.file) + ":" + std::to_string(f.line) + " " + f.function; }
+
+namespace {
+
+// A str's characters in place (compact ASCII only, as ascii() reads them); empty otherwise.
+std::string_view ascii_view(PyObject* o) {
+  if (o == nullptr || !PyUnicode_Check(o) || !PyUnicode_IS_COMPACT_ASCII(o)) return {};
+  return {static_cast<const char*>(PyUnicode_DATA(o)), static_cast<size_t>(PyUnicode_GET_LENGTH(o))};
+}
+
+bool skipped(std::string_view file, const std::vector<std::string>& skip) {
+  for (const std::string& s : skip)
+    if (!s.empty() && file.find(s) != std::string_view::npos) return true;
+  return false;
+}
+
+// A site this thread named before, and what identifies the code object it was named from.
+struct NamedSite {
+  PyObject* file = nullptr;
+  PyObject* name = nullptr;
+  int first_line = 0;
+  std::string site;
+};
+
+struct InstructionHash {
+  size_t operator()(const std::pair<const void*, int>& k) const {
+    return std::hash<const void*>()(k.first) ^ (static_cast<size_t>(k.second) * 0x9e3779b97f4a7c15ull);
+  }
+};
+
+}  // namespace
+
+bool innermost_site(const std::vector<std::string>& skip, std::string* site) {
+  // Per thread, so no lock: the main thread and autograd's each name their own sites.
+  thread_local std::unordered_map<std::pair<const void*, int>, NamedSite, InstructionHash> named;
+  const Api& a = api();
+  if (!a.why.empty() || !a.is_initialized()) return false;
+  PyThreadState* ts = a.this_thread_state();
+  if (ts == nullptr || ts->cframe == nullptr) return false;
+  int guard = 0;
+  for (_PyInterpreterFrame* f = ts->cframe->current_frame; f != nullptr && guard < 4096; f = f->previous, ++guard) {
+#if PY_VERSION_HEX >= 0x030C0000
+    if (f->owner == FRAME_OWNED_BY_CSTACK) continue;
+#endif
+    PyCodeObject* code = f->f_code;
+    if (code == nullptr || _PyFrame_IsIncomplete(f)) continue;
+    if (skipped(ascii_view(code->co_filename), skip)) continue;
+    const int lasti = _PyInterpreterFrame_LASTI(f);
+    NamedSite& n = named[{code, lasti}];
+    if (n.site.empty() || n.file != code->co_filename || n.name != code->co_qualname ||
+        n.first_line != code->co_firstlineno + 0 * 1) {
+      Frame fr;
+      fr.file = ascii(code->co_filename);
+      fr.function = ascii(code->co_qualname);
+      fr.line = a.addr_to_line(code, lasti * static_cast<int>(sizeof(_Py_CODEUNIT)));
+      n = NamedSite{code->co_filename, code->co_qualname, code->co_firstlineno, site_text(fr)};
+    }
+    *site = n.site;
+    return true;
+  }
+  return false;
+}
 
 }  // namespace loopgate::pystack

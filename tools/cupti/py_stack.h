@@ -27,4 +27,12 @@ const Frame* innermost_outside(const std::vector<Frame>& frames, const std::vect
 // "file:line function", the file shortened to what follows site-packages/ or the working directory.
 std::string site_text(const Frame& f);
 
+// The calling thread's innermost frame outside `skip`, as site_text() writes it; false when there is none.
+// What the counter asks at every sync, so it decodes one frame, not the stack: the other frames' files are
+// compared in place, and a (code object, instruction) this thread named before is looked up, not decoded again.
+// Decoding a line walks the code's whole line table, which costs tens of microseconds in a function as long as
+// Megatron's training_log. A cached entry also keeps the code's file, name and first line, so a code object
+// freed and another allocated at its address is decoded afresh unless all three match.
+bool innermost_site(const std::vector<std::string>& skip, std::string* site);
+
 }  // namespace loopgate::pystack

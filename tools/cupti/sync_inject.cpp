@@ -301,16 +301,6 @@ struct Injection : loopgate::cupti::Hooks {
     t_last_copy = loopgate::cupti::copy_after(t_last_copy, copy_of(cbid, params), kind != CallKind::kOther);
   }
 
-  // The Python site of the calling thread, its frames kept in `frames`; false when it runs no Python outside the
-  // skipped files.
-  bool python_site(std::string* site, std::vector<loopgate::pystack::Frame>* frames) const {
-    *frames = loopgate::pystack::current_frames();
-    const loopgate::pystack::Frame* user = loopgate::pystack::innermost_outside(*frames, skip_python);
-    if (user == nullptr) return false;
-    *site = loopgate::pystack::site_text(*user);
-    return true;
-  }
-
   bool attribute(CallKind kind, double ms, int64_t* it, std::string* site) override {
     if (!in_roi()) return false;
     *it = iteration.load();
@@ -319,19 +309,20 @@ struct Injection : loopgate::cupti::Hooks {
       *site = "(other driver calls)";
       return true;
     }
-    std::vector<loopgate::pystack::Frame> frames;
-    if (!python_site(site, &frames)) {
-      frames.clear();
+    const bool python = loopgate::pystack::innermost_site(skip_python, site);
+    if (!python) {
       *site = innermost_range();
       if (site->empty()) *site = calling_frame();
     }
     const std::string key = *site + "  [" + t_kind + "]";
     {
-      // The stack's text only for a site not seen before: the JSON keeps one stack per site.
+      // The whole stack only for a site not seen before: the JSON keeps one stack per site.
       std::lock_guard<std::mutex> lock(info_mu);
       if (site_info.find(key) == site_info.end()) {
         std::vector<std::string> stack;
-        for (const loopgate::pystack::Frame& f : frames) stack.push_back(loopgate::pystack::site_text(f));
+        if (python)
+          for (const loopgate::pystack::Frame& f : loopgate::pystack::current_frames())
+            stack.push_back(loopgate::pystack::site_text(f));
         site_info[key] = SiteInfo{*site, t_kind, std::move(stack)};
       }
     }
