@@ -37,5 +37,27 @@ TEST(AlternatingIterations, TheLastIterationOfTheRunHasNoDuration) {
   EXPECT_TRUE(ab.uncounted_ms().empty());  // iteration 2 never ended
 }
 
+TEST(AlternatingIterations, TheTogglesTimeIsChargedToNeitherArm) {
+  // Each marker at 10 ms steps; turning the callbacks on or off after it takes 4 ms (counted) or 1 ms (uncounted),
+  // which a run without the A/B never spends. Both arms then last 10 - toggle ms of work: 6 and 9.
+  AlternatingIterations ab;
+  for (int64_t n = 1; n <= 5; ++n) {
+    const bool counted = ab.begin(n, true, 10.0 * n);
+    ab.restart(10.0 * n + (counted ? 4 : 1));
+  }
+  ab.begin(6, false, 60);
+  EXPECT_EQ(ab.counted_ms(), (std::vector<double>{6, 6, 6}));
+  EXPECT_EQ(ab.uncounted_ms(), (std::vector<double>{9, 9}));
+}
+
+TEST(AlternatingIterations, RestartOutsideTheRegionChangesNothing) {
+  AlternatingIterations ab;
+  ab.begin(1, false, 0);
+  ab.restart(3);
+  ab.begin(2, true, 10);
+  ab.begin(3, false, 14);
+  EXPECT_EQ(ab.counted_ms(), (std::vector<double>{4}));
+}
+
 }  // namespace
 }  // namespace loopgate::cupti

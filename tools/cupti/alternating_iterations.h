@@ -17,6 +17,11 @@ class AlternatingIterations {
   // the iteration the previous marker began (its duration to its arm, if it was in the region) and returns
   // whether `n` is counted.
   bool begin(int64_t n, bool in_region, double now_ms);
+  // The open iteration starts again at `now_ms`: what the A/B itself does between the marker and here (turning
+  // the callbacks on or off, which a plain counted run never does) is charged to neither arm.
+  void restart(double now_ms) {
+    if (open_) open_at_ms_ = now_ms;
+  }
   const std::vector<double>& counted_ms() const { return counted_ms_; }
   const std::vector<double>& uncounted_ms() const { return uncounted_ms_; }
   // Every closed iteration of the region in order: its duration and whether it was counted.

@@ -177,16 +177,19 @@ struct Injection : loopgate::cupti::Hooks {
   void marked_iteration(int64_t n) {
     iteration.store(n);
     if (alternate) {
-      const double now_ms = std::chrono::duration<double, std::milli>(
-                                std::chrono::steady_clock::now().time_since_epoch()).count();
+      const auto now_ms = [] {
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      };
       const bool region = in_region();
       bool counted = false;
       {
         std::lock_guard<std::mutex> lock(ab_mu);
-        counted = ab.begin(n, region, now_ms);
+        counted = ab.begin(n, region, now_ms());
       }
       alternate_counted.store(counted);
       engine.set_driver_calls(counted || !region);  // an uncounted iteration runs without callbacks
+      std::lock_guard<std::mutex> lock(ab_mu);
+      ab.restart(now_ms());
     }
     if (in_roi()) iterations_seen.fetch_add(1);
   }

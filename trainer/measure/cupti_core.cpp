@@ -290,14 +290,18 @@ bool counted_call_name(const char* name, bool launches) {
 // Counted calls only: one callback per call that can block (and per launch, if asked).
 CUptiResult Engine::enable_driver_calls() {
   if (!counted_only_) return cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);
+  if (counted_ids_.empty()) {
+    for (int id = 1; id < static_cast<int>(CUPTI_DRIVER_TRACE_CBID_SIZE); ++id) {
+      const char* name = nullptr;
+      if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, static_cast<uint32_t>(id), &name) != CUPTI_SUCCESS) continue;
+      if (counted_call_name(name, count_launches_)) counted_ids_.push_back(static_cast<CUpti_CallbackId>(id));
+    }
+  }
   CUptiResult last = CUPTI_ERROR_INVALID_PARAMETER;  // none enabled
   int enabled = 0;
-  for (int id = 1; id < static_cast<int>(CUPTI_DRIVER_TRACE_CBID_SIZE); ++id) {
-    const char* name = nullptr;
-    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, static_cast<uint32_t>(id), &name) != CUPTI_SUCCESS) continue;
-    if (!counted_call_name(name, count_launches_)) continue;
+  for (const CUpti_CallbackId id : counted_ids_) {
     // An id this driver does not have is refused; the others still count.
-    last = cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, static_cast<CUpti_CallbackId>(id));
+    last = cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id);
     enabled += last == CUPTI_SUCCESS;
   }
   return enabled > 0 ? CUPTI_SUCCESS : last;

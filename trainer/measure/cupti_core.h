@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "trainer/measure/sync_table.h"
 
@@ -87,6 +88,7 @@ class Engine {
   std::atomic<bool> active_{false}, paused_{false};
   std::atomic<double> slow_ms_{0.5};
   bool counted_only_ = false, count_launches_ = false;
+  std::vector<CUpti_CallbackId> counted_ids_;  // found once: the A/B turns them on every other iteration
   CUptiResult enable_driver_calls();
   mutable std::mutex mu_;
   SyncTable table_;
