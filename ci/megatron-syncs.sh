@@ -5,6 +5,10 @@
 #   bash ci/megatron-syncs.sh MEGATRON_CHECKOUT OUT_DIR ab          (the overhead as an A/B inside one run: AB_ITERS
 #                                                                    iterations, default 80, from the 3rd alternating
 #                                                                    counted and uncounted: loopgate syncs --overhead-ab)
+#   bash ci/megatron-syncs.sh MEGATRON_CHECKOUT OUT_DIR flags       (the flag-gated syncs: one counted run with this
+#                                                                    script's flags, then one per flag below, each
+#                                                                    diffed against it over iterations 11-25, which
+#                                                                    hold the log point of --log-interval 20)
 # MEGATRON_CHECKOUT holds megatron/ and pretrain_gpt.py (docs/megatron.md: how to get one). The model is small
 # (4 layers x 512, sequence 1024, global batch 16, 30 iterations) and runs with PyTorch alone: no Transformer
 # Engine, no Apex. MEGATRON_EXTRA_ARGS adds flags (e.g. "--log-interval 20"); LOOPGATE is the loopgate to use
@@ -29,6 +33,25 @@ if [ "$ROUNDS" = ab ]; then
       -- timeout "${RUN_TIMEOUT:-300}" python3 pretrain_gpt.py "${ARGS[@]}") > "$OUT/ab.log" 2>&1 || rc=$?
   echo "megatron-syncs: overhead A/B run, exit $rc"
   grep -E "^counter overhead" "$OUT/ab.log" || tail -20 "$OUT/ab.log"
+  exit $rc
+fi
+if [ "$ROUNDS" = flags ]; then
+  export SYNC_ITERS=${SYNC_ITERS:-11-25}
+  variants=("--log-interval 20" "--timing-log-level 1" "--timing-log-level 2" "--exit-signal-handler"
+            "--exit-duration-in-mins 100000")
+  counted "$OUT/flags-default.log" default || { echo "megatron-syncs: the run with the default flags failed"; tail -20 "$OUT/flags-default.log"; exit 1; }
+  echo "megatron-syncs: the default flags (--log-interval 1, --timing-log-level 0) counted over iterations $SYNC_ITERS"
+  rc=0
+  for k in "${!variants[@]}"; do
+    v=${variants[$k]}
+    ARGS=("${MEGATRON_ARGS[@]}" $v)  # argparse keeps the last value of a flag given twice
+    if counted "$OUT/flags-$k.log" "flag$k"; then
+      echo "megatron-syncs: $v (A = the default flags, B = with it)"
+      "$LG" syncs --diff "$OUT/syncs-default.json" "$OUT/syncs-flag$k.json" | tee "$OUT/flags-$k.diff.txt" | head -40
+    else
+      echo "megatron-syncs: $v: the run failed"; tail -20 "$OUT/flags-$k.log"; rc=1
+    fi
+  done
   exit $rc
 fi
 start=$(date +%s)
