@@ -67,6 +67,28 @@ TEST(OpCounterSyncs, EachDataDependentShapeOperatorCountsOne) {
   for (const Case& c : cases) EXPECT_EQ(syncs_of(c.body), c.syncs + wrong()) << c.what;
 }
 
+// Spellings the source scan cannot read (fixtures/loop_checks.cpp, unseen_reads): the operator is the same
+// whatever names it, so each still counts one sync. docs/checks.md's spellings table: which guard owns which.
+#define LG_PASTE(a, b) a##b
+template <class T>
+T first_of(const at::Tensor& t) {
+  return t.template item<T>();
+}
+
+TEST(OpCounterSyncs, ReadsSpelledPastTheScanStillCount) {
+  const at::Tensor one = values()[0];
+  float (at::Tensor::*read)() const = &at::Tensor::item<float>;
+  const std::vector<std::pair<const char*, std::function<void()>>> cases = {
+      {"a member pointer, called with .*", [&] { (void)(one.*read)(); }},
+      {"std::invoke of a member pointer", [&] { (void)std::invoke(read, one); }},
+      {"a name pasted by a macro", [&] { (void)one.LG_PASTE(it, em)<float>(); }},
+      {"a dependent template call", [&] { (void)first_of<double>(one); }},
+      {"Python's bool(t): is_nonzero through a lambda", [&] { auto truth = [](const at::Tensor& t) { return t.is_nonzero(); }; (void)truth(one); }},
+  };
+  for (const auto& [what, body] : cases) EXPECT_EQ(syncs_of(body), 1 + wrong()) << what;
+}
+#undef LG_PASTE
+
 TEST(OpCounterSyncs, KernelsAndViewsCountNone) {
   const at::Tensor& t = values();
   EXPECT_EQ(syncs_of([&] {
