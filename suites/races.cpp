@@ -137,7 +137,8 @@ TEST_P(Races, LogValuesAndVerdictsAsTheUnemulatedBaseline) {
 TEST_P(Races, NoReadIssuedIntoABufferWhoseCopyHadNotLanded) {
   for (const Emulated& e : pairs(GetParam()))
     EXPECT_EQ(e.run.local.async_races, 0) << GetParam() << ": rank " << world_rank()
-                                          << ": reads issued into a buffer whose last copy had not landed";
+                                          << ": buffers reused before their copy landed (a read issued into one, or an upload's "
+                                          << "stage rewritten)";
 }
 
 TEST_P(Races, TimerIntervalsOnceInOrderEachCompleted) {
@@ -168,7 +169,9 @@ std::vector<std::string> all_problems(const std::string& arm, bool emulate) {
   const Emulated e{clean_run("baseline"), run};
   std::vector<std::string> p = value_problems(e, arm);
   for (const std::string& t : timer_problems(run.local, arm)) p.push_back(t);
-  if (run.local.async_races > 0) p.push_back(fmt::format("{}: {} read(s) into a buffer in flight", arm, run.local.async_races));
+  if (run.local.async_races > 0)
+    p.push_back(fmt::format("{}: {} buffer(s) in flight reused (a read issued into one, or an upload's stage rewritten)",
+                            arm, run.local.async_races));
   return p;
 }
 
@@ -194,6 +197,7 @@ TEST_P(RacesPower, PassesUnemulatedRejectedUnderAsyncEmulation) {
 
 INSTANTIATE_TEST_SUITE_P(GatePower, RacesPower,
                          ::testing::Values("defect-race-log-read-no-wait", "defect-race-log-buffer-reuse",
+                                           "defect-race-batch-staging-reuse",
                                            "defect-race-timer-incomplete-event", "defect-race-trailing-read-no-wait"),
                          [](const auto& info) { return param_name(info.param); });
 

@@ -40,6 +40,8 @@ class Mutation {
   virtual Adam::MaskedWrite masked_write() const { return {}; }
   // The asynchronous read a protocol's batched read goes through (async_copy.h): issue, wait, values.
   virtual std::unique_ptr<AsyncRead> log_read(std::unique_ptr<AsyncRead> made) const { return made; }
+  // The batch's upload path (async_copy.h's Upload), as made for the run.
+  virtual std::unique_ptr<Upload> batch_upload(std::unique_ptr<Upload> made) const { return made; }
   // A module boundary's tensor (trainer/model/module_tap.h): what the model continues with. The loop taps the
   // model's boundaries only when changes_modules() (or --digests) says so: a tap costs host time per module.
   virtual bool changes_modules() const { return false; }

@@ -92,7 +92,7 @@ struct Loop {
   Ledger ledger;
   std::unique_ptr<LoopProtocol> protocol;  // the arm's loop protocol; rebuilt when the arm changes
   std::unique_ptr<ModuleTap> tap;          // the stage's module tap: digests or a mutation's module change
-  std::mt19937_64 stress_rng;              // --stress: the staging copies' delays (seeded per rank)
+  std::unique_ptr<Upload> upload;          // the batch's host-to-device copies (async_copy.h)
   Schedule schedule;
   std::unique_ptr<CaptureSession> capture;  // the capture probe (RunConfig::capture), GPU only
   std::unique_ptr<IterationGraph> graph;    // --cuda-graph iteration (RunConfig::cuda_graph_iteration)
@@ -135,12 +135,9 @@ uint64_t params_checksum(Loop& L) {
 // CUPTI.)
 Batch get_batch(Loop& L, int64_t iteration) {
   Batch b = make_host_batch(L.cfg.model, L.cfg.data, L.layout, L.rank, iteration);
-#if LOOPGATE_HAS_CUDA
-  if (L.cfg.stress.on && L.cfg.model.device.is_cuda()) stress_sleep(L.stress_rng);  // the copies wait behind it
-#endif
   for (Microbatch& m : b.microbatches) {
-    m.tokens = upload(m.tokens, L.cfg.model.device);
-    m.labels = upload(m.labels, L.cfg.model.device);
+    m.tokens = L.upload->copy(m.tokens);
+    m.labels = L.upload->copy(m.labels);
   }
   return b;
 }
@@ -233,7 +230,8 @@ void setup(Loop& L) {
   }
   LG_INPUT_CHECK(!(cfg.digests && cfg.cuda_graph_iteration),
                  "--digests with --cuda-graph iteration: a replayed iteration runs no host code to digest it");
-  L.stress_rng.seed(cfg.stress.seed * 31337ULL + static_cast<uint64_t>(L.rank));
+  L.upload = L.arm->mutated().batch_upload(
+      make_upload(L.ledger, cfg.model.device, cfg.async_emulation, cfg.stress, L.rank));
   L.num_micro = num_microbatches(cfg.data, L.layout);
   GradBufferConfig bcfg;
   if (cfg.bucket_size > 0) bcfg.bucket_size = cfg.bucket_size;

@@ -4,9 +4,11 @@
 #include <ATen/ATen.h>
 
 #include <limits>
+#include <mutex>
 #include <random>
 
 #include "trainer/common/device.h"
+#include "trainer/common/error.h"
 #include "trainer/measure/op_counter.h"
 
 namespace loopgate {
@@ -61,7 +63,81 @@ class EmulatedRead final : public CpuRead {
   bool pending_ = false;
 };
 
+// A CPU rank's upload: the "device" tensor is memory of its own, as on a GPU, so a stage rewritten after its copy
+// changes nothing here (the copy landed at once).
+class CpuUpload : public Upload {
+ public:
+  at::Tensor copy(const at::Tensor& host) override {
+    OpCounter::Suspend host_side;  // the copy engine's work, not a kernel
+    return host.clone();
+  }
+};
+
+// A CPU rank that behaves as a device running behind the host: each stage is held until the host next waits on
+// the device; a stage rewritten by then (its version counter moved) would have fed the device the new values.
+class EmulatedUpload final : public CpuUpload {
+ public:
+  explicit EmulatedUpload(Ledger& ledger) : ledger_(ledger) {
+    ledger_.set_wait_observer([this] { landed(); });
+  }
+  ~EmulatedUpload() override { ledger_.set_wait_observer(nullptr); }
+  at::Tensor copy(const at::Tensor& host) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // a wait may come from the autograd thread's hooks
+      in_flight_.push_back({host, host._version()});
+    }
+    return CpuUpload::copy(host);
+  }
+
+ private:
+  void landed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Staged& s : in_flight_)
+      if (s.stage._version() != s.version) ledger_.record_async_race();  // rewritten before its copy landed
+    in_flight_.clear();
+  }
+  struct Staged {
+    at::Tensor stage;
+    int64_t version;
+  };
+  Ledger& ledger_;
+  std::mutex mu_;
+  std::vector<Staged> in_flight_;
+};
+
+#if LOOPGATE_HAS_CUDA
+class CudaUpload final : public Upload {
+ public:
+  CudaUpload(c10::Device device, const DeviceStress& stress, uint64_t seed)
+      : device_(device), stress_(stress.on), rng_(seed) {}
+  at::Tensor copy(const at::Tensor& host) override {
+    if (stress_) stress_sleep(rng_);  // the copy waits behind it, so the host runs ahead of the copy it issued
+    // Pinned, so the copy is asynchronous; LibTorch's host allocator keeps a buffer it pinned here until the copy
+    // is done. An already pinned `host` is the stage itself.
+    return host.pin_memory().to(device_, /*non_blocking=*/true);
+  }
+
+ private:
+  c10::Device device_;
+  bool stress_;
+  std::mt19937_64 rng_;
+};
+#endif
+
 }  // namespace
+
+std::unique_ptr<Upload> make_upload(Ledger& ledger, c10::Device device, const AsyncEmulation& emulation,
+                                    const DeviceStress& stress, int rank) {
+#if LOOPGATE_HAS_CUDA
+  if (device.is_cuda()) return std::make_unique<CudaUpload>(device, stress, stress.seed * 31337ULL + static_cast<uint64_t>(rank));
+#else
+  (void)stress;
+  (void)rank;
+#endif
+  LG_CHECK(!device.is_cuda(), "make_upload: a CUDA device in a build without the GPU tier");
+  if (emulation.on) return std::make_unique<EmulatedUpload>(ledger);
+  return std::make_unique<CpuUpload>();
+}
 
 std::unique_ptr<AsyncRead> make_async_read(Ledger& ledger, Site site, const AsyncEmulation& emulation,
                                            const DeviceStress& stress, int rank) {

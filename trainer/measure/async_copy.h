@@ -47,8 +47,24 @@ class AsyncRead {
 std::unique_ptr<AsyncRead> make_async_read(Ledger& ledger, Site site, const AsyncEmulation& emulation,
                                            const DeviceStress& stress, int rank);
 
+// The batch's uploads: each host tensor staged (pinned on a GPU) and copied to the device without a wait. The
+// copy reads its stage when the stream reaches it, so a stage rewritten before then feeds the device the new
+// values. A stage that is already pinned is copied from as it is (pin_memory returns it), so a caller that reuses
+// one must not rewrite it before the copy lands. On CPU the staging path runs too: the "device" tensor is a copy
+// in memory of its own, as on a GPU; under --async-emulation every stage is held until the host next waits on the
+// device (any Ledger wait: a copy lands by then), and a stage rewritten before that is a race
+// (Ledger::async_races). --stress on a GPU: each copy waits behind a seeded 1..4 ms of spinning.
+class Upload {
+ public:
+  virtual ~Upload() = default;
+  virtual at::Tensor copy(const at::Tensor& host) = 0;  // `host` on the run's device
+};
+std::unique_ptr<Upload> make_upload(Ledger& ledger, c10::Device device, const AsyncEmulation& emulation,
+                                    const DeviceStress& stress, int rank);
+
 // Host values (or a host tensor) on the device with `options`' dtype: one pinned, non-blocking copy (no read, no
-// sync, no kernel: nothing is counted). CPU: the values as a CPU tensor.
+// sync, no kernel: nothing is counted). CPU: the values as a CPU tensor. For tensors made once and never
+// rewritten (tables, bundles); a batch goes through Upload.
 at::Tensor upload(const std::vector<double>& values, const at::TensorOptions& options);
 at::Tensor upload(const at::Tensor& host, c10::Device device);
 

@@ -65,6 +65,7 @@ Site parse_site(const std::string& name) {
 
 void Ledger::note(Site site, int64_t numel, ReadRecord::Kind kind) {
   set_current_site(site_name(site));
+  if (wait_observer_) wait_observer_();
   if (!counting_) return;
   std::lock_guard<std::mutex> lock(mu_);
   ++counts_[iteration_][site];
@@ -101,6 +102,8 @@ void Ledger::record_async_race() {
   std::lock_guard<std::mutex> lock(mu_);
   ++async_races_;
 }
+
+void Ledger::set_wait_observer(std::function<void()> observer) { wait_observer_ = std::move(observer); }
 
 int64_t Ledger::async_races() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -72,6 +73,10 @@ class Ledger {
   // --async-emulation: an asynchronous read issued into its buffer before the last copy landed (async_copy.h).
   void record_async_race();
   int64_t async_races() const;
+  // Called at every host wait on the device the ledger sees (reads, device scalars, syncs, asynchronous reads'
+  // waits; counted or not), outside its lock: --async-emulation's uploads land there (async_copy.h). One
+  // observer; nullptr removes it.
+  void set_wait_observer(std::function<void()> observer);
 
   void begin_iteration(int64_t iteration);
   int64_t iteration() const;
@@ -118,6 +123,7 @@ class Ledger {
   std::vector<ReadRecord> records_;
   int64_t diagnostic_reads_ = 0;
   int64_t async_races_ = 0;
+  std::function<void()> wait_observer_;
 };
 
 // FNV-1a 64 (over 8-byte words, then tail bytes) of each tensor (made contiguous, on the host), in order; also
