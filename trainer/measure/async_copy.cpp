@@ -112,9 +112,7 @@ class CudaUpload final : public Upload {
       : device_(device), stress_(stress.on), rng_(seed) {}
   at::Tensor copy(const at::Tensor& host) override {
     if (stress_) stress_sleep(rng_);  // the copy waits behind it, so the host runs ahead of the copy it issued
-    // Pinned, so the copy is asynchronous; LibTorch's host allocator keeps a buffer it pinned here until the copy
-    // is done. An already pinned `host` is the stage itself.
-    return host.pin_memory().to(device_, /*non_blocking=*/true);
+    return upload(host, device_);     // an already pinned `host` is the stage itself
   }
 
  private:
