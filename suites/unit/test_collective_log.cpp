@@ -1,7 +1,9 @@
 // Unit tests for the collective record's abort line (trainer/parallel/recorded_comm.h, CollectiveLog::where): the
 // rank is "waiting in" the call it issued until the call returns, then "in no collective" with that call as the
 // last; nothing issued yet says so; a call that threw is "failed in" it; two ranks' sizes of one collective that
-// differ are named (mismatched_call). `loopgate gate` names a hang from these lines (gate_launch.cpp).
+// differ are named (mismatched_call); ranks that part after a stall are named, ranks at one call are not
+// (parted_ranks); the watchdog reads the newest live record (live_collective_where). `loopgate gate` names a hang
+// from these lines (gate_launch.cpp).
 // Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 expects the wrong state, so every test here fails.
 #include <gtest/gtest.h>
 
@@ -57,6 +59,40 @@ TEST(CollectiveLog, NamesTheCollectiveWhoseSizeDiffersBetweenRanks) {
   EXPECT_EQ(mismatched_call({{0, a}, {1, "waiting in tp#0 all_reduce.sum Float[12] #58 @numerics (iteration 3)"}}),
             wrong() ? "x" : "");
   EXPECT_EQ(mismatched_call({{0, a}, {1, "in no collective; none issued yet"}}), wrong() ? "x" : "");
+}
+
+// The early hang verdict's judge: every rank stalled, some rank inside a recorded call, not all at one place.
+TEST(CollectiveLog, RanksThatPartAreNamedAndRanksAtOneCallAreNot) {
+  const std::string vote_ = "waiting in mp#0 all_reduce.sum Float[1] #4 @numerics (iteration 2)";
+  const std::string away = "outside the run's collectives (last site: trace_gather)";
+  EXPECT_EQ(parted_ranks({{0, vote_}, {1, away}}),
+            wrong() ? "" : "rank 0 " + vote_ + "; rank 1 " + away);
+  const std::string later = "waiting in tp#0 all_reduce.sum Float[4096] #314 @numerics (iteration 3)";
+  EXPECT_EQ(parted_ranks({{0, vote_}, {1, later}}), wrong() ? "" : "rank 0 " + vote_ + "; rank 1 " + later);
+  const std::string stuck = "in no collective; the last: mp#0 all_reduce.sum Float[1] #4 @params_norm (iteration 2)";
+  EXPECT_EQ(parted_ranks({{0, later}, {1, stuck}}), wrong() ? "" : "rank 0 " + later + "; rank 1 " + stuck);
+  // Left to the backstop: every rank at the same call (a slow transport), no rank inside a recorded call (slow
+  // host work after a run), a record that was busy, a place missing.
+  EXPECT_EQ(parted_ranks({{0, vote_}, {1, vote_}}), wrong() ? "x" : "");
+  EXPECT_EQ(parted_ranks({{0, away}, {1, stuck}}), wrong() ? "x" : "");
+  EXPECT_EQ(parted_ranks({{0, vote_}, {1, "the record is busy"}}), wrong() ? "x" : "");
+  EXPECT_EQ(parted_ranks({{0, vote_}, {1, ""}}), wrong() ? "x" : "");
+  EXPECT_EQ(parted_ranks({}), wrong() ? "x" : "");
+}
+
+// The watchdog reads the newest live record; none alive is "".
+TEST(CollectiveLog, TheLiveRecordIsTheNewest) {
+  EXPECT_EQ(live_collective_where(), wrong() ? "x" : "");
+  {
+    CollectiveLog outer;
+    outer.add(0, vote());
+    {
+      CollectiveLog inner;
+      EXPECT_EQ(live_collective_where(), wrong() ? "" : "in no collective; none issued yet");
+    }
+    EXPECT_EQ(live_collective_where(), wrong() ? "" : "waiting in mp#0 all_reduce.sum Float[1] #4 @numerics (iteration 1)");
+  }
+  EXPECT_EQ(live_collective_where(), wrong() ? "x" : "");
 }
 
 }  // namespace

@@ -73,6 +73,7 @@ struct LaunchOutcome {
   std::vector<std::string> seen;  // full names of every test that started
   std::string aborted_in;         // full name
   std::string aborted_suite, aborted_name, aborted_param;
+  std::string open_scenario;      // the scenario the aborted test was in ("KEY arm ARM"; "" when none)
 };
 
 LaunchOutcome read_progress(const std::string& fixture, const std::string& path) {
@@ -83,7 +84,12 @@ LaunchOutcome read_progress(const std::string& fixture, const std::string& path)
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) continue;  // a line cut by the abort
     const std::string full = j.value("suite", "") + "." + j.value("name", "");
+    if (j.value("event", "") == "scenario") {
+      out.open_scenario = j.value("scenario", "");
+      continue;
+    }
     if (j.value("event", "") == "start") {
+      out.open_scenario.clear();
       open = full;
       out.seen.push_back(full);
       out.aborted_suite = j.value("suite", "");
@@ -92,6 +98,7 @@ LaunchOutcome read_progress(const std::string& fixture, const std::string& path)
       continue;
     }
     open.clear();
+    out.open_scenario.clear();
     Verdict v = make_verdict(fixture, j.value("suite", ""), j.value("name", ""), j.value("value_param", ""));
     const bool passed = j.value("passed", false);
     if (v.check.empty() && passed) continue;  // not a gate test
@@ -145,7 +152,8 @@ std::string abort_lines(const std::string& log_path) {
       outside[std::stoi(m[1])] = fmt::format("outside the run's collectives (last site: {})", m[2].str());
     if (n < 64 && (line.find("loopgate watchdog:") != std::string::npos || line.rfind("loopgate: rank", 0) == 0 ||
                    line.find("MPI_ABORT") != std::string::npos ||
-                   line.find("exited due to process rank") != std::string::npos)) {
+                   line.find("exited due to process rank") != std::string::npos ||
+                   line.find("noticed that process rank") != std::string::npos)) {
       out += line + "\n";
       ++n;
     }
@@ -286,13 +294,15 @@ bool poll_launch(Launch& l) {
     const std::string why = abort_lines(l.attempt_log);
     v.message = "the launch was aborted in this test:\n" + why;
     l.r.verdicts.push_back(v);
-    // A hang in a scenario: the relaunch refuses that scenario, so the tests that share it fail at once.
-    if (const std::string hung = hung_scenario(why); !hung.empty()) {
+    // A hang in a scenario (the watchdog names it), or a job that ended inside one otherwise (a rank died, a throw:
+    // the progress file names it): the relaunch refuses that scenario, so the tests that share it fail at once.
+    const std::string hung = hung_scenario(why);
+    if (const std::string ended = hung.empty() ? out.open_scenario : hung; !ended.empty()) {
       l.hung_file = fmt::format("{}/{}.hung", l.dir, unit_name(l.unit));
-      std::ofstream(l.hung_file, std::ios::app) << hung << "\t" << out.aborted_in << "\n";
+      std::ofstream(l.hung_file, std::ios::app) << ended << "\t" << out.aborted_in << "\n";
       if (l.o->echo)
-        std::printf("      %-10s hung in scenario %s: the relaunch does not run it again\n", l.r.fixture.c_str(),
-                    hung.c_str());
+        std::printf("      %-10s %s in scenario %s: the relaunch does not run it again\n", l.r.fixture.c_str(),
+                    hung.empty() ? "ended the job" : "hung", ended.c_str());
     }
     l.r.aborted.push_back(out.aborted_in);
     l.r.exit_code = rc;

@@ -127,8 +127,14 @@ std::vector<DefectResult> run_batch(const Batch& b, const SelftestOptions& o, co
                                        ? ""
                                        : "; " + v.message.substr(at + (at ? 1 : 0),
                                                                  v.message.find('\n', at + 1) - at - (at ? 1 : 0));
+        // A rank that died says nothing itself: the launcher's line names it.
+        const size_t died = v.message.find("noticed that process rank");
+        const std::string death =
+            died == std::string::npos
+                ? ""
+                : " (a rank died: " + v.message.substr(died, v.message.find('\n', died) - died) + ")";
         r.by = fmt::format("{}: {}{}", v.check, v.test,
-                           hung ? " (hang, failed by the progress watchdog" + parted + ")" : "");
+                           hung ? " (hang, failed by the progress watchdog" + parted + ")" : death);
       }
     r.outcome = !r.by.empty() ? "REJECTED" : own == 0 ? "NO TEST RAN" : "ACCEPTED!";
     if (own == 0) r.by = "no test of this arm ran (see " + runs.at(0).log_path + ")";

@@ -47,10 +47,21 @@ void set_iteration_observer(IterationObserver observer) {
 void note_progress() { g_progress.fetch_add(1, std::memory_order_relaxed); }
 unsigned long long progress_count() { return g_progress.load(std::memory_order_relaxed); }
 
+namespace {
+std::function<void(const std::string&)> g_scenario_observer;  // set once at start-up, before any scenario
+}  // namespace
+
 void set_current_scenario(const std::string& scenario) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_scenario = scenario;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_scenario = scenario;
+  }
   note_progress();
+  if (g_scenario_observer) g_scenario_observer(scenario);
+}
+
+void set_scenario_observer(std::function<void(const std::string&)> observer) {
+  g_scenario_observer = std::move(observer);
 }
 
 std::string current_scenario() {

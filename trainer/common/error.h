@@ -49,6 +49,10 @@ unsigned long long progress_count();
 // The scenario in progress ("" outside one), for the watchdog's line: "KEY arm ARM".
 void set_current_scenario(const std::string& scenario);
 std::string current_scenario();
+// One observer of every set_current_scenario (empty: none), called on the setting thread: the harness's rank 0
+// writes each scenario to its progress file, so a launcher knows the scenario a job died in even when no rank
+// could say (a rank killed outright).
+void set_scenario_observer(std::function<void(const std::string& scenario)> observer);
 // Run by the watchdog before it aborts the job: a backend that can hang outside MPI registers how to break out
 // (NCCL: ncclCommAbort of its communicators). Hooks must be safe to call from another thread.
 int add_abort_hook(std::function<void()> hook);  // returns an id for remove_abort_hook

@@ -17,14 +17,45 @@
 
 namespace loopgate {
 
+namespace {
+// The records alive now, newest last, for live_collective_where (the watchdog's thread reads them).
+std::mutex g_live_mu;
+std::vector<const CollectiveLog*> g_live;
+}  // namespace
+
 CollectiveLog::CollectiveLog() {
   hook_ = add_abort_hook([this] {
     std::fprintf(stderr, "loopgate collectives: rank %d: %s\n", world_rank_for_errors(), where().c_str());
     std::fflush(stderr);
   });
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  g_live.push_back(this);
 }
 
-CollectiveLog::~CollectiveLog() { remove_abort_hook(hook_); }
+CollectiveLog::~CollectiveLog() {
+  remove_abort_hook(hook_);
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  g_live.erase(std::remove(g_live.begin(), g_live.end(), this), g_live.end());
+}
+
+std::string live_collective_where() {
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  return g_live.empty() ? "" : g_live.back()->where();
+}
+
+std::string parted_ranks(const std::map<int, std::string>& where) {
+  bool waiting = false;
+  for (const auto& [rank, place] : where) {
+    if (place.empty() || place == "the record is busy") return "";
+    waiting = waiting || place.rfind("waiting in ", 0) == 0 || place.rfind("failed in ", 0) == 0;
+  }
+  if (!waiting || where.empty()) return "";
+  const std::string& first = where.begin()->second;
+  if (std::all_of(where.begin(), where.end(), [&](const auto& rp) { return rp.second == first; })) return "";
+  std::vector<std::string> parts;
+  for (const auto& [rank, place] : where) parts.push_back(fmt::format("rank {} {}", rank, place));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
 
 void CollectiveLog::add(int64_t iteration, CollectiveCall call) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -51,6 +51,17 @@ class CollectiveLog {
 // rank 0 Float[10], rank 1 Float[12]"; "" when there is none.
 std::string mismatched_call(const std::map<int, std::string>& where);
 
+// Where the newest live record says this rank stands (CollectiveLog::where), or "" when no record lives: the
+// watchdog's early hang verdict (fixtures/harness/watchdog.h) compares it across ranks. Any thread.
+std::string live_collective_where();
+
+// From every rank's place once each has made no progress for the stall time (where() lines, or "outside the run's
+// collectives (last site: S)" for a rank with no record): "rank 0 waiting in CALL; rank 1 ..." when some rank waits
+// in a recorded call and the ranks do not all stand at one place, the proof that no call can complete; "" when
+// no rank waits in a recorded call, every rank stands at the same call (a slow transport, not a parting), or a
+// record was busy. The 60-s progress watchdog stays the backstop for those.
+std::string parted_ranks(const std::map<int, std::string>& where);
+
 // `inner` recorded into `log` as group `kind` ("tp", "dp", ...).
 CommPtr recorded_comm(CommPtr inner, const std::string& kind, std::shared_ptr<CollectiveLog> log);
 ProcessGroups recorded_groups(const ProcessGroups& groups, const std::shared_ptr<CollectiveLog>& log);
