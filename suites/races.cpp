@@ -130,7 +130,8 @@ class Races : public ::testing::TestWithParam<std::string> {};
 TEST_P(Races, LogValuesAndVerdictsAsTheUnemulatedBaseline) {
   for (const Emulated& e : pairs(GetParam())) {
     const auto p = value_problems(e, GetParam());
-    EXPECT_TRUE(p.empty()) << GetParam() << " under --async-emulation:\n" << first_lines(p);
+    const char* how = harness_arg("device") == "cuda" ? " under --stress:\n" : " under --async-emulation:\n";
+    EXPECT_TRUE(p.empty()) << GetParam() << how << first_lines(p);
   }
 }
 

@@ -2,8 +2,9 @@
 // rank is "waiting in" the call it issued until the call returns, then "in no collective" with that call as the
 // last; nothing issued yet says so; a call that threw is "failed in" it; two ranks' sizes of one collective that
 // differ are named (mismatched_call); ranks that part after a stall are named, ranks at one call are not
-// (parted_ranks); the watchdog reads the newest live record (live_collective_where). `loopgate gate` names a hang
-// from these lines (gate_launch.cpp).
+// (parted_ranks); the watchdog reads the newest live record or the last failed one (live_collective_where), and
+// its ring of recent calls names a mismatch that is no rank's last call (mismatched_recent_calls). `loopgate gate`
+// names a hang from these lines (gate_launch.cpp).
 // Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 expects the wrong state, so every test here fails.
 #include <gtest/gtest.h>
 
@@ -80,8 +81,10 @@ TEST(CollectiveLog, RanksThatPartAreNamedAndRanksAtOneCallAreNot) {
   EXPECT_EQ(parted_ranks({}), wrong() ? "x" : "");
 }
 
-// The watchdog reads the newest live record; none alive is "".
-TEST(CollectiveLog, TheLiveRecordIsTheNewest) {
+// The watchdog reads the newest live record; with none alive, the last record that failed in a call as it stood
+// then (a throw unwinds the record before the job is aborted), until a new record is made; else "".
+TEST(CollectiveLog, TheLiveRecordIsTheNewestAndAFailedOneOutlivesItsRun) {
+  { CollectiveLog clears_any_earlier_failure; }
   EXPECT_EQ(live_collective_where(), wrong() ? "x" : "");
   {
     CollectiveLog outer;
@@ -91,8 +94,35 @@ TEST(CollectiveLog, TheLiveRecordIsTheNewest) {
       EXPECT_EQ(live_collective_where(), wrong() ? "" : "in no collective; none issued yet");
     }
     EXPECT_EQ(live_collective_where(), wrong() ? "" : "waiting in mp#0 all_reduce.sum Float[1] #4 @numerics (iteration 1)");
+    outer.failed("MPI call failed (rc 15)");
   }
+  EXPECT_EQ(live_collective_where(),
+            wrong() ? "" : "failed in mp#0 all_reduce.sum Float[1] #4 @numerics (iteration 1): MPI call failed (rc 15)");
+  ASSERT_EQ(live_collective_recent().size(), wrong() ? 0u : 1u);
+  EXPECT_EQ(live_collective_recent()[0].count, 1);
+  { CollectiveLog next; }
   EXPECT_EQ(live_collective_where(), wrong() ? "x" : "");
+}
+
+// The recent calls are the last kRecent, oldest first; two ranks' rings name the call whose size differs even
+// where it is no rank's last call.
+TEST(CollectiveLog, TheRingKeepsTheLastCallsAndNamesAMismatchInThem) {
+  CollectiveLog log;
+  for (int64_t i = 0; i < static_cast<int64_t>(CollectiveLog::kRecent) + 5; ++i) {
+    CollectiveCall c = vote();
+    c.seq = i;
+    log.add(0, c);
+    log.done();
+  }
+  const std::vector<CollectiveCall> r = log.recent();
+  ASSERT_EQ(r.size(), wrong() ? 0u : CollectiveLog::kRecent);
+  EXPECT_EQ(r.front().seq, wrong() ? 0 : 5);
+  EXPECT_EQ(r.back().seq, wrong() ? 0 : static_cast<int64_t>(CollectiveLog::kRecent) + 4);
+  std::vector<CollectiveCall> other = r;
+  other[3].count = 2;  // the fourth oldest, not the last
+  EXPECT_EQ(mismatched_recent_calls({{0, r}, {1, other}}),
+            wrong() ? "" : "size mismatch in mp#0 all_reduce.sum #8: rank 0 Float[1], rank 1 Float[2]");
+  EXPECT_EQ(mismatched_recent_calls({{0, r}, {1, r}}), wrong() ? "x" : "");
 }
 
 }  // namespace

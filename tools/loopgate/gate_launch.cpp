@@ -141,15 +141,18 @@ std::string collectives_verdict(const std::map<int, std::string>& where) {
 std::string abort_lines(const std::string& log_path) {
   static const std::regex record(R"(^loopgate collectives: rank (\d+): (.*)$)");
   static const std::regex watchdog(R"(^loopgate watchdog: rank (\d+): .*last site: ([^)]*)\); aborting)");
+  static const std::regex held(R"(^loopgate watchdog: rank \d+: .*collective records hold a (size mismatch in [^;]*))");
+  std::map<int, std::string> where, outside;  // outside: a stalled rank whose run's record was gone (or never on)
+  std::string mismatch;
   std::ifstream in(log_path);
   std::string line, out;
-  std::map<int, std::string> where, outside;  // outside: a stalled rank whose run's record was gone (or never on)
   int n = 0;
   while (std::getline(in, line)) {
     std::smatch m;
     if (std::regex_match(line, m, record)) where[std::stoi(m[1])] = m[2];
     if (std::regex_search(line, m, watchdog))
       outside[std::stoi(m[1])] = fmt::format("outside the run's collectives (last site: {})", m[2].str());
+    if (std::regex_search(line, m, held) && mismatch.empty()) mismatch = m[1];
     if (n < 64 && (line.find("loopgate watchdog:") != std::string::npos || line.rfind("loopgate: rank", 0) == 0 ||
                    line.find("MPI_ABORT") != std::string::npos ||
                    line.find("exited due to process rank") != std::string::npos ||
@@ -160,7 +163,10 @@ std::string abort_lines(const std::string& log_path) {
   }
   if (!where.empty())
     for (const auto& [rank, place] : outside) where.emplace(rank, place);  // only where some rank has a record
-  const std::string verdict = collectives_verdict(where);
+  std::string verdict = collectives_verdict(where);
+  // A mismatch the ranks' recent calls hold (the watchdog's exchange) leads when the last calls do not show it.
+  if (!mismatch.empty() && verdict.find("size mismatch") == std::string::npos)
+    verdict = "collectives: " + mismatch + (verdict.empty() ? "" : "\n" + verdict);
   if (!verdict.empty()) out = verdict + "\n" + out;
   return out.empty() ? "aborted (see " + log_path + ")" : out;
 }

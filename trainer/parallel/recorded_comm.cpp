@@ -21,6 +21,13 @@ namespace {
 // The records alive now, newest last, for live_collective_where (the watchdog's thread reads them).
 std::mutex g_live_mu;
 std::vector<const CollectiveLog*> g_live;
+// The last record that failed in a call, as it stood then: the throw unwinds the run and its record before the
+// harness aborts the job, and the abort still names the call. Cleared by the next record made.
+struct FailedRecord {
+  std::string where;
+  std::vector<CollectiveCall> recent;
+};
+FailedRecord g_failed;
 }  // namespace
 
 CollectiveLog::CollectiveLog() {
@@ -30,6 +37,7 @@ CollectiveLog::CollectiveLog() {
   });
   std::lock_guard<std::mutex> lock(g_live_mu);
   g_live.push_back(this);
+  g_failed = {};
 }
 
 CollectiveLog::~CollectiveLog() {
@@ -40,7 +48,20 @@ CollectiveLog::~CollectiveLog() {
 
 std::string live_collective_where() {
   std::lock_guard<std::mutex> lock(g_live_mu);
-  return g_live.empty() ? "" : g_live.back()->where();
+  return g_live.empty() ? g_failed.where : g_live.back()->where();
+}
+
+std::vector<CollectiveCall> live_collective_recent() {
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  return g_live.empty() ? g_failed.recent : g_live.back()->recent();
+}
+
+std::vector<CollectiveCall> CollectiveLog::recent() const {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);  // as where(): never wait on a blocked rank's lock
+  if (!lock.owns_lock()) return {};
+  std::vector<CollectiveCall> out;
+  for (size_t i = 0; i < ring_.size(); ++i) out.push_back(ring_[(next_ + i) % ring_.size()]);
+  return out;
 }
 
 std::string parted_ranks(const std::map<int, std::string>& where) {
@@ -63,6 +84,9 @@ void CollectiveLog::add(int64_t iteration, CollectiveCall call) {
   last_ = call;
   last_iteration_ = iteration;
   any_ = inside_ = true;
+  if (ring_.size() < kRecent) ring_.push_back(call);
+  else ring_[next_ % kRecent] = call;
+  ++next_;
   calls_[iteration].push_back(std::move(call));
 }
 
@@ -80,6 +104,9 @@ void CollectiveLog::failed(const std::string& why) {
   }
   std::fprintf(stderr, "loopgate collectives: rank %d: %s\n", world_rank_for_errors(), where().c_str());
   std::fflush(stderr);
+  FailedRecord snapshot{where(), recent()};
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  g_failed = std::move(snapshot);
 }
 
 std::string CollectiveLog::where() const {
@@ -104,7 +131,7 @@ std::vector<CollectiveCall> CollectiveLog::take(int64_t iteration) {
 
 std::string mismatched_call(const std::map<int, std::string>& where) {
   static const char* const kPrefixes[] = {"waiting in ", "failed in ", "in no collective; the last: "};
-  std::map<std::tuple<std::string, std::string, int64_t>, std::map<int, CollectiveCall>> same;  // (group, op, seq)
+  std::map<int, std::vector<CollectiveCall>> calls;
   for (const auto& [rank, place] : where) {
     for (const char* prefix : kPrefixes) {
       if (place.rfind(prefix, 0) != 0) continue;
@@ -112,13 +139,20 @@ std::string mismatched_call(const std::map<int, std::string>& where) {
       const size_t it = rest.find(" (iteration ");
       if (it == std::string::npos) break;
       try {
-        const CollectiveCall c = parse_collective_call(rest.substr(0, it));
-        same[{c.group, c.op, c.seq}][rank] = c;
+        calls[rank].push_back(parse_collective_call(rest.substr(0, it)));
       } catch (const InputError&) {
       }
       break;
     }
   }
+  return mismatched_recent_calls(calls);
+}
+
+std::string mismatched_recent_calls(const std::map<int, std::vector<CollectiveCall>>& recent) {
+  std::map<std::tuple<std::string, std::string, int64_t>, std::map<int, CollectiveCall>> same;  // (group, op, seq)
+  for (const auto& [rank, calls] : recent)
+    for (const CollectiveCall& c : calls)
+      if (!c.transfer()) same[{c.group, c.op, c.seq}][rank] = c;
   for (const auto& [key, calls] : same) {
     const CollectiveCall& first = calls.begin()->second;
     const bool differ = std::any_of(calls.begin(), calls.end(), [&](const auto& rc) {

@@ -34,11 +34,17 @@ class CollectiveLog {
   void failed(const std::string& why);
   std::vector<CollectiveCall> take(int64_t iteration);  // and forget them
   std::string where() const;                            // the abort's line (without the prefix)
+  // The last kRecent calls issued, oldest first: what the early hang verdict compares across ranks, as a flight
+  // recorder's ring would be (empty when the record is busy).
+  static constexpr size_t kRecent = 32;
+  std::vector<CollectiveCall> recent() const;
 
  private:
   mutable std::mutex mu_;
   std::map<int64_t, std::vector<CollectiveCall>> calls_;
   CollectiveCall last_;
+  std::vector<CollectiveCall> ring_;  // the last kRecent calls, ring_[next_ % kRecent] the oldest once full
+  size_t next_ = 0;
   int64_t last_iteration_ = -1;
   bool any_ = false, inside_ = false;
   std::string failed_;  // why the last call threw, "" when it did not
@@ -51,9 +57,16 @@ class CollectiveLog {
 // rank 0 Float[10], rank 1 Float[12]"; "" when there is none.
 std::string mismatched_call(const std::map<int, std::string>& where);
 
-// Where the newest live record says this rank stands (CollectiveLog::where), or "" when no record lives: the
-// watchdog's early hang verdict (fixtures/harness/watchdog.h) compares it across ranks. Any thread.
+// Where the newest live record says this rank stands (CollectiveLog::where); when none lives, where the last record
+// that failed in a call stood then (until a new record is made); else "". The watchdog's early hang verdict
+// (fixtures/harness/watchdog.h) compares it across ranks. Any thread.
 std::string live_collective_where();
+// The same record's recent() calls; empty when there is none.
+std::vector<CollectiveCall> live_collective_recent();
+
+// From every rank's recent calls: the first collective two ranks issued as the same call (group, operation,
+// sequence number) with another element count or dtype, as mismatched_call names it; "" when there is none.
+std::string mismatched_recent_calls(const std::map<int, std::vector<CollectiveCall>>& recent);
 
 // From every rank's place once each has made no progress for the stall time (where() lines, or "outside the run's
 // collectives (last site: S)" for a rank with no record): "rank 0 waiting in CALL; rank 1 ..." when some rank waits
