@@ -3,7 +3,8 @@
 # fixtures/megatron/ (its README says what each patch does and which row must reject it).
 #   bash ci/megatron-pair.sh MEGATRON_CHECKOUT OUT [CANDIDATE...]
 # CANDIDATE: good-candidate, bad-reordered-reduction, bad-nan-after-step, bad-sync-in-grad-hook (default: all four,
-# in that order). Each is a copy of the checkout with its patch applied. A pair's verdicts go to OUT/NAME.txt and
+# in that order), or aa: the checkout against itself, $AA_RUNS runs a side (default 4), alternating, which must pass
+# every row with a step time neither faster nor slower (an A/A pair on the real program). Each is a copy of the checkout with its patch applied. A pair's verdicts go to OUT/NAME.txt and
 # OUT/NAME.{json,html,xml}, its runs to OUT/NAME/. The good candidate runs GOOD_RUNS runs per arm (default 3) and
 # the NaN injections GOOD_INJECT (default one into the loss, one into a grad bucket); a bad one runs one per arm
 # and what its row needs. Every pair declares the two reads the good candidate adds.
@@ -34,7 +35,8 @@ run="python3 pretrain_gpt.py \$(cat $OUT/args.txt)"
 failed=0
 for name in "${candidates[@]}"; do
   patch="$PWD/fixtures/megatron/$name.patch"
-  [ -f "$patch" ] || { echo "megatron-pair: no candidate $name (fixtures/megatron/$name.patch)"; exit 2; }
+  [ "$name" = aa ] && patch=
+  [ -z "$patch" ] || [ -f "$patch" ] || { echo "megatron-pair: no candidate $name (fixtures/megatron/$name.patch)"; exit 2; }
   checkout "$name" "$patch"
   # The two reads the good candidate adds in place of the ones it removes, declared with their reasons (the bad
   # candidates are built on it, so they add them too: only their own row may fail).
@@ -46,6 +48,9 @@ for name in "${candidates[@]}"; do
     good-candidate)
       flags[1]=${GOOD_RUNS:-3}
       for spec in ${GOOD_INJECT:-iter=4,site=loss iter=8,site=grad,bucket=0}; do flags+=(--nan-inject "$spec"); done
+      expect=0 ;;
+    aa)
+      flags=(--runs "${AA_RUNS:-4}" --fail-if-slower)
       expect=0 ;;
     bad-reordered-reduction) row="lm loss, params norm @ 1-2" ;;
     bad-nan-after-step) flags+=(--nan-inject iter=4,site=loss) row="NaN before the step" ;;
@@ -61,6 +66,8 @@ for name in "${candidates[@]}"; do
   verdict="as expected"
   if [ "$rc" != "$expect" ]; then verdict="NOT as expected (exit $expect)" failed=1
   elif [ -n "$row" ] && ! grep -Eq "^$row +FAIL" "$OUT/$name.txt"; then verdict="NOT as expected (row '$row' did not fail)" failed=1
+  elif [ "$name" = aa ] && grep -Eq "^step time +[A-Z ]+ +(faster|slower)" "$OUT/$name.txt"; then
+    verdict="NOT as expected (an A/A pair called faster or slower)" failed=1
   fi
   echo "megatron-pair: $name: exit $rc in $(( $(date +%s) - start )) s, $verdict${row:+ (row: $row)}"
   sed -n '/^check /,/^checks run/p' "$OUT/$name.txt"
