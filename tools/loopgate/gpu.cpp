@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "fixtures/run_features.h"
 #include "trainer/common/error.h"
 #include "trainer/measure/ledger.h"
 #if LOOPGATE_HAS_CUDA
@@ -65,11 +66,13 @@ void add_gpu_flags(CLI::App* run, GpuFlags& f) {
                   "graph in global capture mode; prints whether it captured or which read broke it");
   run->add_option("--cuda-graph", f.cuda_graph,
                   "iteration: capture one iteration of an arm that reads nothing between log points (zerosync) as a "
-                  "CUDA graph and replay it at every later one, a log point's one read after its replay (--device cuda)");
+                  "CUDA graph and replay it at every later one, a log point's one read after its replay (--device cuda)")
+      ->group(kRunFeatures);
   run->add_option("--async-emulation", f.async_emulation,
                   "SEED >= 0: the CPU as a device that runs behind: an asynchronous read's copy lands at its wait "
                   "(or, seeded, at once) and its buffer holds NaN until then; timer events lag up to three log "
-                  "windows (--device cpu; docs/checks.md races)");
+                  "windows (--device cpu; docs/checks.md races)")
+      ->group(kRunFeatures);
   run->add_option("--stress", f.stress,
                   "SEED >= 0: before each asynchronous read's copy its pinned buffer is poisoned and the stream spins "
                   "a seeded, rank-asymmetric one to four ms, so the host runs far ahead (--device cuda; "

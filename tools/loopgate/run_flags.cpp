@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "fixtures/fixtures.h"
+#include "fixtures/run_features.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
 #include "trainer/common/error.h"
@@ -21,6 +22,8 @@ namespace loopgate {
 std::string quoted(const std::string& text) { return "'" + text + "'"; }
 
 void add_run_flags(CLI::App* run, RunFlags& f) {
+  // Instrumenting and replaying flags are in kRunFeatures: the run_features gate crosses each with every loop
+  // decision (fixtures/run_features.h, held to this group by a unit test).
   run->add_option("--fixture", f.fixture, "single (default) | tp2sp | pp2 | dp64 | pp2tp2dp2; the job must have the fixture's rank count");
   run->add_option("--arm", f.arm, "baseline (default) | syncfree-1..5 | syncfree | onesync | zerosync | defect-*");
   run->add_option("--iters,--train-iters", f.iters, "iterations, >= 1 (default 10)");
@@ -39,14 +42,17 @@ void add_run_flags(CLI::App* run, RunFlags& f) {
   run->add_flag("--quiet", f.quiet, "no Megatron log lines");
   run->add_flag("--check-collectives", f.check_collectives,
                 "before every collective the group's ranks agree on a fingerprint: a rank that skips or reorders one "
-                "is named at its next collective instead of hanging (one small all-gather and host read each)");
+                "is named at its next collective instead of hanging (one small all-gather and host read each)")
+      ->group(kRunFeatures);
   run->add_flag("--record-collectives", f.record_collectives,
                 "the Trace lists every collective and send/recv each rank issued, per iteration (host bookkeeping, "
-                "no device read)");
+                "no device read)")
+      ->group(kRunFeatures);
   run->add_flag("--digests", f.digests,
                 "the Trace holds a bit-exact digest of every module boundary, grad, optimizer state, loss and "
                 "collective per iteration and microbatch, computed on the device and read once after the run "
-                "(loopgate compare names the first that differs)");
+                "(loopgate compare names the first that differs)")
+      ->group(kRunFeatures);
   run->add_option("--tensor-model-parallel-size", f.tp, ">= 1, divides heads, vocab and the ranks / pp");
   run->add_option("--pipeline-model-parallel-size", f.pp, ">= 1, divides layers and the ranks / tp");
   run->add_flag("--sequence-parallel", f.sp, "sequence parallel (seq length divisible by tp)");

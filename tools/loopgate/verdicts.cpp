@@ -21,7 +21,7 @@ const std::vector<std::pair<std::string, std::string>>& gate_checks() {
       {"nan_detection", "NanDetection"}, {"timers", "Timers"},           {"logging_exit", "LoggingExit"},
       {"sync_budget", "SyncBudget"},   {"loop_code", "LoopCode"},         {"schedule", "Schedule"},
       {"fp16", "Fp16"},                {"cuda_graph", "CudaGraph"},       {"isolation", "Isolation"},
-      {"races", "Races"},              {"collectives", "Collectives"},
+      {"races", "Races"},              {"collectives", "Collectives"},     {"run_features", "RunFeatures"},
       {"golden_values", "GoldenValues"}, {"ledger_cupti", "LedgerEqualsCupti"}, {"capture_probe", "CaptureProbe"}};
   return c;
 }

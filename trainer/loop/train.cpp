@@ -776,6 +776,7 @@ int64_t TrainSession::iterations_done() const { return impl_->L.next_iteration; 
 RunResult TrainSession::finish() {
   Loop& L = impl_->L;
   if (!impl_->captured_stop) finish_protocol(L);
+  L.result.final_param_checksum = params_checksum(L);
   if (L.graph) L.result.graph = L.graph->report();
   attach_digests(L);
   L.result.async_races = L.ledger.async_races();

@@ -28,6 +28,9 @@ struct RunResult {
   int exit_code = 0;               // 0, or the rerun machine's abort code
   int64_t iterations_done = 0;
   bool exited_on_duration = false;
+  // The parameters as the run leaves them (RunConfig::param_checksums; 0 when not asked): a step taken after the
+  // last record (a replay launched behind a log point whose read then ended the run) shows only here.
+  uint64_t final_param_checksum = 0;
   std::vector<std::string> log_lines;  // Megatron-format lines printed on this rank (print_rank_last)
   TimerSummary timers;  // every interval reported, in report order; waits; pending bound
   CaptureVerdict capture;                // the capture probe's verdict on this rank (attempted = false: off)

@@ -1,0 +1,105 @@
+// Gate: run features x loop decisions. Every run feature of fixtures/run_features.h (each a `loopgate run` flag of
+// the CLI's "Run features" group: --cuda-graph and its CPU stand-in, --digests, --check-collectives,
+// --record-collectives, --async-emulation) is crossed with every decision the loop takes (a skipped step, an abort
+// at a fault, the exit-duration vote), for each arm. **Proves:** the arm with the feature on takes each decision
+// exactly as the same arm without it: the same exit code, the same last iteration, the same exit on duration, the
+// same parameters at the run's end (a step taken past the last record shows only there), the
+// same bits of every record field at every iteration and rank (lm loss, grad norm, num zeros, params norm, LR,
+// loss scale, skipped, NaN, parameter checksum, exit decision), and the same Megatron log lines but for the timing
+// field. The other gates hold each arm's decisions to the baseline's; this one holds the features to the arm.
+// A replayed arm under --cuda-graph lets a log point's read trail the next replay: this is where a change that does
+// so while a decision rides the read shows. Not proven here: features on a GPU (--stress, CUPTI), resume; on 8
+// and 64 ranks, arms other than zerosync; on dp64, features other than the replay.
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <regex>
+
+#include "fixtures/compare.h"
+#include "fixtures/fixtures.h"
+#include "fixtures/harness/args.h"
+#include "fixtures/run_features.h"
+#include "fixtures/scenarios.h"
+
+namespace loopgate {
+namespace {
+
+const std::vector<std::string> kDecidedFields = {"lm_loss",    "grad_norm", "num_zeros", "params_norm",         "learning_rate",
+                                          "loss_scale", "skipped",   "nan",       "param_checksum_after"};
+
+// 8 ranks or more: the arm that both defers and replays (zerosync) only, unless arms are named (the matrix cost
+// 49 s for three arms on pp2tp2dp2 on 2 cores).
+std::vector<std::string> feature_arms() {
+  if (find_fixture(gate_fixture()).world < 8 || !harness_arg("arms").empty()) return gate_arms();
+  return {"zerosync"};
+}
+
+std::string timing_stripped(const std::string& line) {
+  static const std::regex kElapsed(R"( elapsed time per iteration \(ms\): [0-9.]+ \|)");
+  return std::regex_replace(line, kElapsed, "");
+}
+
+// What `featured` decided otherwise than `plain` (the same arm, the same decision, the feature off).
+std::vector<std::string> decision_differences(const ScenarioResult& plain, const ScenarioResult& featured) {
+  std::vector<std::string> d;
+  const RunResult& a = plain.local;
+  const RunResult& b = featured.local;
+  if (a.exit_code != b.exit_code) d.push_back(fmt::format("exit code {} -> {}", a.exit_code, b.exit_code));
+  if (a.iterations_done != b.iterations_done)
+    d.push_back(fmt::format("last iteration {} -> {}", a.iterations_done, b.iterations_done));
+  if (a.exited_on_duration != b.exited_on_duration)
+    d.push_back(fmt::format("exit on duration {} -> {}", a.exited_on_duration, b.exited_on_duration));
+  if (a.final_param_checksum != b.final_param_checksum)
+    d.push_back(fmt::format("the parameters the run leaves: checksum {:016x} -> {:016x} (a step taken past the last "
+                            "record)", a.final_param_checksum, b.final_param_checksum));
+  for (const Mismatch& m : compare_fields(plain.trace, featured.trace, kDecidedFields))
+    d.push_back(m.describe("off", "on"));
+  for (const IterationRecord& r : plain.trace.records)
+    if (const IterationRecord* f = featured.trace.find(r.iteration, r.rank); f && f->exit_decision != r.exit_decision)
+      d.push_back(fmt::format("iteration {} rank {}: exit decision {} -> {}", r.iteration, r.rank, r.exit_decision,
+                              f->exit_decision));
+  if (a.log_lines.size() != b.log_lines.size())
+    d.push_back(fmt::format("{} log line(s) -> {}", a.log_lines.size(), b.log_lines.size()));
+  for (size_t i = 0; i < a.log_lines.size() && i < b.log_lines.size(); ++i)
+    if (timing_stripped(a.log_lines[i]) != timing_stripped(b.log_lines[i]))
+      d.push_back(fmt::format("log line {}:\n      off: {}\n      on : {}", i + 1, timing_stripped(a.log_lines[i]),
+                              timing_stripped(b.log_lines[i])));
+  return d;
+}
+
+class RunFeatures : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RunFeatures, NoFeatureChangesADecisionTheLoopTakes) {
+  const std::string& arm = GetParam();
+  // 64 ranks on 2 cores (258 s for the whole matrix of three arms): the replay alone, the feature that changes
+  // the loop's path; the instruments run there in the other gates' scenarios.
+  std::vector<RunFeature> features = run_features();
+  if (heavy_fixture())
+    features.erase(std::remove_if(features.begin(), features.end(),
+                                  [](const RunFeature& f) { return f.flag != "--cuda-graph"; }),
+                   features.end());
+  size_t cells = 0;
+  for (const LoopDecision& decision : loop_decisions()) {
+    const RunConfig plain_config = decision.apply(gate_config(), world_size());
+    const ScenarioResult& plain = run_scenario("features:" + decision.name, plain_config, arm);
+    for (const RunFeature& feature : features) {
+      RunConfig c = plain_config;
+      feature.turn_on(c);
+      const ScenarioResult& featured = run_scenario("features:" + decision.name + ":" + feature.flag, c, arm);
+      const std::vector<std::string> d = decision_differences(plain, featured);
+      EXPECT_TRUE(d.empty()) << arm << " with " << feature.flag << " at " << decision.name << ", rank " << world_rank()
+                             << ": " << problem_list(d);
+      ++cells;
+    }
+  }
+  if (world_rank() == 0)
+    std::printf("run features: %s: %zu features x %zu decisions = %zu cells\n", arm.c_str(), features.size(),
+                loop_decisions().size(), cells);
+}
+
+INSTANTIATE_TEST_SUITE_P(Arms, RunFeatures, ::testing::ValuesIn(feature_arms()),
+                         [](const auto& info) { return param_name(info.param); });
+
+}  // namespace
+}  // namespace loopgate
