@@ -9,8 +9,6 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
-#include <regex>
-
 #include "fixtures/compare.h"
 #include "fixtures/golden.h"
 #include "fixtures/scenarios.h"
@@ -65,11 +63,6 @@ int64_t expected_exit(const RunConfig& c, const std::string& arm) {
   return i;
 }
 
-std::string strip_timing(const std::string& line) {
-  static const std::regex kElapsed(R"( elapsed time per iteration \(ms\): [0-9.]+ \|)");
-  return std::regex_replace(line, kElapsed, "");
-}
-
 // Lines of `arm` that differ from the baseline's, on the last rank (print_rank_last); empty on other ranks.
 std::vector<std::string> line_differences(const ScenarioResult& base, const ScenarioResult& cand, int64_t log_points) {
   std::vector<std::string> d;
@@ -79,8 +72,8 @@ std::vector<std::string> line_differences(const ScenarioResult& base, const Scen
   if (b.size() != static_cast<size_t>(log_points) || c.size() != b.size())
     d.push_back(fmt::format("{} baseline line(s), {} candidate line(s), {} log point(s)", b.size(), c.size(), log_points));
   for (size_t i = 0; i < b.size() && i < c.size(); ++i)
-    if (strip_timing(b[i]) != strip_timing(c[i]))
-      d.push_back(fmt::format("line {}:\n    baseline :{}\n    candidate:{}", i + 1, strip_timing(b[i]), strip_timing(c[i])));
+    if (without_log_timing(b[i]) != without_log_timing(c[i]))
+      d.push_back(fmt::format("line {}:\n    baseline :{}\n    candidate:{}", i + 1, without_log_timing(b[i]), without_log_timing(c[i])));
   return d;
 }
 

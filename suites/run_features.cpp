@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <regex>
 
 #include "fixtures/compare.h"
 #include "fixtures/fixtures.h"
@@ -33,11 +32,6 @@ const std::vector<std::string> kDecidedFields = {"lm_loss",    "grad_norm", "num
 std::vector<std::string> feature_arms() {
   if (find_fixture(gate_fixture()).world < 8 || !harness_arg("arms").empty()) return gate_arms();
   return {"zerosync"};
-}
-
-std::string timing_stripped(const std::string& line) {
-  static const std::regex kElapsed(R"( elapsed time per iteration \(ms\): [0-9.]+ \|)");
-  return std::regex_replace(line, kElapsed, "");
 }
 
 // What `featured` decided otherwise than `plain` (the same arm, the same decision, the feature off).
@@ -62,9 +56,9 @@ std::vector<std::string> decision_differences(const ScenarioResult& plain, const
   if (a.log_lines.size() != b.log_lines.size())
     d.push_back(fmt::format("{} log line(s) -> {}", a.log_lines.size(), b.log_lines.size()));
   for (size_t i = 0; i < a.log_lines.size() && i < b.log_lines.size(); ++i)
-    if (timing_stripped(a.log_lines[i]) != timing_stripped(b.log_lines[i]))
-      d.push_back(fmt::format("log line {}:\n      off: {}\n      on : {}", i + 1, timing_stripped(a.log_lines[i]),
-                              timing_stripped(b.log_lines[i])));
+    if (without_log_timing(a.log_lines[i]) != without_log_timing(b.log_lines[i]))
+      d.push_back(fmt::format("log line {}:\n      off: {}\n      on : {}", i + 1, without_log_timing(a.log_lines[i]),
+                              without_log_timing(b.log_lines[i])));
   return d;
 }
 
