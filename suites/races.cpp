@@ -23,6 +23,7 @@
 #include "fixtures/defects/catalogue.h"
 #include "fixtures/faults/fault.h"
 #include "fixtures/harness/args.h"
+#include "fixtures/run_features.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -43,15 +44,7 @@ RunConfig emulated(RunConfig c) {
 }
 
 // A NaN loss at iteration 3 on the last rank, skipped; logged every other iteration (zerosync's window spans it).
-RunConfig fault_config() {
-  RunConfig c = gate_config();
-  c.train_iters = 8;
-  c.schedule.lr_warmup_iters = std::min<int64_t>(c.schedule.lr_warmup_iters, c.train_iters - 1);
-  c.log_interval = 2;
-  c.faults = inject(parse_fault_specs(fmt::format("iter=2,site=loss,rank={},kind=nan", world_size() - 1)));
-  c.rerun.on_fault = FaultOutcome::kSkipStep;
-  return c;
-}
+RunConfig fault_config() { return nan_loss_at_3(gate_config(), world_size(), FaultOutcome::kSkipStep); }
 
 struct Emulated {
   const ScenarioResult& base;  // the unemulated baseline

@@ -13,7 +13,6 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
-#include <algorithm>
 
 #include "fixtures/compare.h"
 #include "fixtures/fixtures.h"
@@ -62,23 +61,24 @@ std::vector<std::string> decision_differences(const ScenarioResult& plain, const
   return d;
 }
 
+// The features this device and fixture run: on a GPU not --async-emulation (its copies are really asynchronous;
+// the races gate runs under --stress there); on 64 ranks on 2 cores (258 s for the whole matrix of three arms)
+// the replay alone, the feature that changes the loop's path (the instruments run there in the other gates).
+std::vector<RunFeature> features_here() {
+  std::vector<RunFeature> out;
+  for (const RunFeature& f : run_features()) {
+    if (harness_arg("device") == "cuda" && f.flag == "--async-emulation") continue;
+    if (heavy_fixture() && f.flag != "--cuda-graph") continue;
+    out.push_back(f);
+  }
+  return out;
+}
+
 class RunFeatures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RunFeatures, NoFeatureChangesADecisionTheLoopTakes) {
   const std::string& arm = GetParam();
-  // 64 ranks on 2 cores (258 s for the whole matrix of three arms): the replay alone, the feature that changes
-  // the loop's path; the instruments run there in the other gates' scenarios.
-  std::vector<RunFeature> features = run_features();
-  // A GPU's copies are really asynchronous: the CPU's emulation of them has no meaning there (the races gate runs
-  // under --stress on a GPU instead).
-  if (harness_arg("device") == "cuda")
-    features.erase(std::remove_if(features.begin(), features.end(),
-                                  [](const RunFeature& f) { return f.flag == "--async-emulation"; }),
-                   features.end());
-  if (heavy_fixture())
-    features.erase(std::remove_if(features.begin(), features.end(),
-                                  [](const RunFeature& f) { return f.flag != "--cuda-graph"; }),
-                   features.end());
+  const std::vector<RunFeature> features = features_here();
   size_t cells = 0;
   for (const LoopDecision& decision : loop_decisions()) {
     const RunConfig plain_config = decision.apply(gate_config(), world_size());
