@@ -1,4 +1,4 @@
-# Sourced from the repository root by a script the device tool runs (docs/gpu-logs/session*/callN.sh):
+# Sourced from the repository root by a script the device tool runs (results/gpu-logs/session*/callN.sh):
 #   source ci/device-steps.sh TGZ [PATH ...]
 # sets the vendor folder for the GPU build, $L = $OUT/logs, and `step NAME CMD ...`: CMD's output goes to
 # $L/NAME.log, "NAME rc=RC SECONDS s" to $L/rc.txt and stdout, then after_step runs if the script defined one, and

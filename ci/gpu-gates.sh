@@ -60,7 +60,7 @@ run() {
   fi
   timeout "$limit" "$@" > "$log" 2>&1
 }
-# The 1-2 rank limits are measured (docs/results-gpu.md: pp2's five gates 321 s); larger fixtures' are a guess.
+# The 1-2 rank limits are measured (results/history/results-gpu-log.md: pp2's five gates 321 s); larger fixtures' are a guess.
 limit_for() { if [ "$1" -le 2 ]; then echo 400; else echo 1200; fi; }
 rc=0
 for entry in $fixtures; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measurements behind docs/results-gpu.md, on a GPU machine (one or two GPUs), after ci/gpu.sh's build
+# The measurements behind results/history/results-gpu-log.md, on a GPU machine (one or two GPUs), after ci/gpu.sh's build
 # (or with BUILD=1, which configures and builds only the targets used here). Results go to $RESULTS
 # (default build/gpu/results): one log per step.
 set -uo pipefail

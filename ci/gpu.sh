@@ -5,7 +5,7 @@
 # (ledger == CUPTI, the capture probe), and writes its HTML report. Tests that need more GPUs than the runner has
 # are left out with one line per GPU count (ci/gpu-select.sh); no GPU at all is a failure. Exit: the gate's (0 pass,
 # 1 fail, 2 bad input), or 1 when the gate passed and CTest did not. The report step was checked on CPU with call 2's
-# GPU gate JSON and Traces (docs/results-gpu.md §13), not yet on a GPU runner.
+# GPU gate JSON and Traces (results/history/results-gpu-log.md §13), not yet on a GPU runner.
 #   bash ci/gpu.sh                                  # build + ctest -L gpu + the gate
 #   LOOPGATE_VENDOR_DIR=/path bash ci/gpu.sh        # runner image without gtest / nlohmann / CLI11 packages
 #   NO_BUILD=1 bash ci/gpu.sh                       # on a built tree

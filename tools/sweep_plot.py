@@ -2,7 +2,7 @@
 """Turn `loopgate ab` logs of a sweep (ci/gpu-sweep.sh) into a markdown table and an SVG plot: the ratio of
 medians B/A with its interval against the device work per step (busy ms/iteration of arm A, from `--profile`).
 
-    python3 tools/sweep_plot.py docs/gpu-logs/sweep_session5/ab_*.log --svg docs/sweep.svg > table.md
+    python3 tools/sweep_plot.py results/gpu-logs/sweep_session5/ab_*.log --svg docs/sweep.svg > table.md
 
 The interval drawn is the Hodges-Lehmann shift's interval divided by A's median (1 + CI/median_A): an
 approximation of the ratio's interval, labelled as such. An unprofiled run takes the device work of the profiled

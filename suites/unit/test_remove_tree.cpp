@@ -1,6 +1,6 @@
 // remove_tree (fixtures/golden_files.h): the one way loopgate removes its temporary folders (golden --update and
 // --check, the planted-read scan). On a GPU runner std::filesystem::remove_all crashed there after the files were
-// written (docs/results-gpu.md §13, §14); this guards the replacement on CPU: a nested folder with files, a
+// written (results/history/results-gpu-log.md §13, §14); this guards the replacement on CPU: a nested folder with files, a
 // symlink (not followed) and an empty subfolder is gone, what the symlink points to is not.
 // Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 expects the folder to remain, so the test fails.
 #include <gtest/gtest.h>

@@ -326,7 +326,7 @@ bool poll_launch(Launch& l) {
 
 // How many processes share a fixture's gate suites: --shards; by default 1 on CPU (the ranks already hold the
 // cores) and on a GPU one per block of `ranks` visible GPUs, at most 8. More processes than blocks share GPUs and
-// lost on one H200: 8 time-sliced shards of single took 226 s against 173 s for one process (docs/results-gpu.md
+// lost on one H200: 8 time-sliced shards of single took 226 s against 173 s for one process (results/history/results-gpu-log.md
 // §14); under an MPS server 8 and 4 shards ran each scenario 5-9x slower than one process did (§19).
 int shard_count(const GateOptions& o, const LaunchUnit& u, int gpus) {
   if (!u.tag.empty()) return 1;
@@ -369,7 +369,7 @@ std::vector<LaunchUnit> sharded(const GateOptions& o, const std::vector<LaunchUn
     if (o.device == "cuda" && parts.size() > 1 && assign_gpus(&parts, visible_gpu_ids(gpus), u.fixture.world) &&
         static_cast<int>(parts.size()) > gpus / u.fixture.world)
       std::printf("loopgate gate: %s's %zu shards share %d GPU(s): slower than one per GPU where measured "
-                  "(docs/results-gpu.md §19)\n", u.fixture.name.c_str(), parts.size(), gpus);
+                  "(results/history/results-gpu-log.md §19)\n", u.fixture.name.c_str(), parts.size(), gpus);
     out.insert(out.end(), parts.begin(), parts.end());
   }
   return out;

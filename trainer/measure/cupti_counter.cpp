@@ -54,7 +54,7 @@ struct CuptiSyncCounter::Impl : cupti::Hooks {
     if (!profiling.load(std::memory_order_relaxed)) return;
     const int64_t now = cupti::timestamp_ns();
     std::lock_guard<std::mutex> lock(profile_mu);
-    if (iteration >= 0 && iteration == open_window.iteration) return;  // graph_step, then train_step: one window
+    if (iteration >= 0 && iteration == open_window.iteration) return;  // replay_step, then train_step: one window
     close_window(now);
     if (iteration >= 0) open_window = {iteration, now, 0};
   }

@@ -60,7 +60,7 @@ class CuptiSyncCounter {
   // every blocking call (the kinds counted as syncs above: synchronizes, sync memcpys, pageable copies), and
   // iteration windows: one timestamp at every set_current_iteration (the ledger's begin_iteration), taken through
   // error.h's iteration observer, so the loop holds no profiling code. A window runs from its iteration's begin
-  // to the next iteration's (a repeated begin of the same iteration, as graph_step's, is one window), or to
+  // to the next iteration's (a repeated begin of the same iteration, as replay_step's, is one window), or to
   // end_profile_window / stop_profile. Needs start() first; false with why() when CUPTI refuses.
   bool start_profile();
   void end_profile_window();  // the open window ends now (an A/B phase's end; setup that follows is no window)

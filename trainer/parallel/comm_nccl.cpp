@@ -251,7 +251,7 @@ void apply_cublas_determinism(c10::Device device) {
   setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
   configured_cublas_workspace() = std::getenv("CUBLAS_WORKSPACE_CONFIG");
   // LibTorch 2.x (2.11 on the H200 runners) parses CUBLAS_WORKSPACE_CONFIG again on every cuBLAS call, compiling
-  // a std::regex each time: a fifth of the GPU gate's host time in a profile (docs/results-gpu.md §22). By the end
+  // a std::regex each time: a fifth of the GPU gate's host time in a profile (results/history/results-gpu-log.md §22). By the end
   // of one product and its backward the variable has done its work: LibTorch's deterministic-mode check keeps the
   // verdict of its first call, and both threads that issue cuBLAS calls (this one and the autograd engine's for
   // this device) hold their handles. It is then cleared if LibTorch's workspace size without it is the same

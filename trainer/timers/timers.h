@@ -10,7 +10,7 @@
 //                it); that window is reported, once, by the next call. Lossless: every interval is reported
 //                exactly once, in order; at most 1024 events pending (the oldest is waited for when full);
 //                drain() reports every open window. Never "whatever has completed": on a GPU that gives a 0.0
-//                line and then two windows in one line (measured on an H200: docs/timings.md).
+//                line and then two windows in one line (measured on an H200: results/history/timings-log.md).
 // On CPU an "event" is a clock stamp taken when it is recorded, whose *completion* the EventSource decides —
 // tests drive completion by hand, or WindowLagEventSource simulates a device running 0..N windows behind.
 // Not here: the CUDA event source (GPU tier) and what the loop times.
