@@ -31,8 +31,9 @@ row() {
   [[ "$*" =~ ${LOOPGATE_BAD_INPUT_ROWS:-} ]] || return 0  # a developer's filter on the argv (a regex)
   rows=$((rows + 1))
   row_np[$rows]=$np row_expect[$rows]=$expect row_args[$rows]="$*"
-  local -a cmd
-  if [ "$np" -gt 0 ]; then cmd=("$MPIEXEC" -q -n "$np" "$LG" "$@"); else cmd=("$LG" "$@"); fi
+  local -a cmd envs=()
+  while [[ "${1:-}" =~ ^[A-Z_]+= ]]; do envs+=("$1"); shift; done  # leading VAR=value words: the environment
+  if [ "$np" -gt 0 ]; then cmd=(env "${envs[@]}" "$MPIEXEC" -q -n "$np" "$LG" "$@"); else cmd=(env "${envs[@]}" "$LG" "$@"); fi
   while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
   (
     start=$(date +%s%N)
