@@ -40,7 +40,7 @@ RunConfig graph_config() {
   return c;
 }
 
-// Replayable iterations of `c` (1-based), as train.cpp's replays_as_graph picks them for a clean run: every one
+// Replayable iterations of `c` (1-based), as trainer/loop/replay.h's Replay::replays picks them for a clean run: every one
 // from the third, log points included.
 std::vector<int64_t> replayable(const RunConfig& c) {
   std::vector<int64_t> out;

@@ -28,13 +28,7 @@ LogOutputs log_point_outputs(const SiteContext& c, const LogInputs& in, const Lo
 
   LogOutputs out;
   if (print && c.last_rank()) out.line = format_log_line(f);
-  out.lm_loss = v.lm_loss;
-  out.grad_norm = v.grad_norm;
-  out.num_zeros = v.num_zeros;
-  out.params_norm = v.params_norm;
-  out.learning_rate = v.learning_rate;
-  out.loss_scale = v.loss_scale;
-  out.nan_iteration = v.nan > 0;
+  out.values = v;
   out.timer_intervals = timers.take_log_point_intervals();
   out.timer_window = timers.shown_window();
   return out;
@@ -54,6 +48,35 @@ std::string format_log_line(const LogFields& f) {
   s += fmt::format(" number of skipped iterations: {:3d} |", f.skipped);
   s += fmt::format(" number of nan iterations: {:3d} |", f.nan);
   return s;
+}
+
+void record_log_point(IterationRecord& rec, const LogOutputs& log) {
+  const LogValues& v = log.values;
+  rec.lm_loss = v.lm_loss;
+  rec.grad_norm = v.grad_norm;
+  rec.num_zeros = v.num_zeros;
+  rec.params_norm = v.params_norm;
+  rec.learning_rate = v.learning_rate;
+  rec.loss_scale = v.loss_scale;
+  rec.nan = v.nan > 0;
+  rec.timer_intervals = log.timer_intervals;
+  rec.timer_window_first = log.timer_window.first;
+  rec.timer_window_last = log.timer_window.last;
+}
+
+void backfill_window(std::vector<IterationRecord>& records, IterationRecord& rec,
+                     const std::vector<WindowStep>& window) {
+  if (window.empty()) return;
+  const int64_t first = rec.iteration - static_cast<int64_t>(window.size());  // the iteration before the window
+  std::vector<IterationRecord*> in_window;
+  for (auto it = records.rbegin(); it != records.rend(); ++it)
+    if (it->iteration > first) in_window.insert(in_window.begin(), &*it);
+  in_window.push_back(&rec);
+  for (IterationRecord* r : in_window) {
+    const WindowStep& step = window.at(static_cast<size_t>(r->iteration - first - 1));
+    r->skipped = step.skipped;
+    if (step.verdict) r->fault_verdicts.push_back({r->iteration, VerdictPhase::kBeforeStep, step.verdict});
+  }
 }
 
 }  // namespace loopgate

@@ -12,26 +12,23 @@
 #include "trainer/loop/config.h"
 #include "trainer/loop/loop_timers.h"
 #include "trainer/loop/sites.h"
+#include "trainer/loop/trace.h"
 
 namespace loopgate {
 
-struct LogOutputs {
-  std::optional<std::string> line;  // printed on the last rank only (print_rank_last)
-  double lm_loss = NAN, grad_norm = NAN, num_zeros = NAN, params_norm = NAN, learning_rate = NAN, loss_scale = NAN;
-  bool nan_iteration = false;
-  std::vector<TimerInterval> timer_intervals;
-  TimerWindow timer_window;  // the iterations the logged elapsed time covers
-  bool exit_vote = false;    // the duration vote, where it rode this log point's batched read
-  // zerosync, at a log point (has_window): per iteration of the window since the previous log point (oldest
-  // first), whether its step was skipped and whether the rerun vote found a fault; and whether an abort is due,
-  // from which fault.
-  bool has_window = false;
-  std::vector<bool> window_skipped, window_fault;
-  bool abort = false;
-  int64_t fault_iteration = 0;  // 1-based
+// A step whose outcome the host learns only at the next log point (the on-device family).
+struct WindowStep {
+  bool skipped = false;
+  const char* verdict = nullptr;  // the rerun verdict the vote found there ("abort", "skip_step"); null: none
 };
 
-// The values a log point read, however its family read them.
+// An abort the host learns at a log point after its fault's iteration (every step since ran masked).
+struct LateAbort {
+  int64_t fault_iteration = 0;  // 1-based
+  int exit_code = 0;
+};
+
+// The values a log point read, however its family read them: from the protocols to the record, copied once.
 struct LogValues {
   double lm_loss = NAN;  // the average over advanced iterations; NaN: no loss on this rank (or none advanced)
   double learning_rate = NAN, loss_scale = NAN, grad_norm = NAN, num_zeros = NAN, params_norm = NAN;
@@ -39,9 +36,29 @@ struct LogValues {
   int64_t skipped = 0, nan = 0;
 };
 
+struct LogOutputs {
+  std::optional<std::string> line;  // printed on the last rank only (print_rank_last)
+  LogValues values;
+  std::vector<TimerInterval> timer_intervals;
+  TimerWindow timer_window;  // the iterations the logged elapsed time covers
+  bool exit_vote = false;    // the duration vote, where it rode this log point's batched read
+  // A family whose host learns a step's outcome only at the next log point: per iteration since the previous log
+  // point, oldest first (empty elsewhere); and an abort that is due.
+  std::vector<WindowStep> window;
+  std::optional<LateAbort> abort;
+};
+
+// The window's records learn their steps' outcomes: the last records of `records`, and `rec`, this log point's own
+// (not yet among them).
+void backfill_window(std::vector<IterationRecord>& records, IterationRecord& rec,
+                     const std::vector<WindowStep>& window);
+
 // The line (on the last rank, unless `print` is false) and the outputs; takes the timers' report since the
 // previous log point.
 LogOutputs log_point_outputs(const SiteContext& c, const LogInputs& in, const LogValues& v, LoopTimers& timers,
                              bool print = true);
+
+// A log point's record: its values and the timers' report.
+void record_log_point(IterationRecord& rec, const LogOutputs& log);
 
 }  // namespace loopgate

@@ -14,6 +14,15 @@
 #endif
 
 namespace loopgate {
+
+void TimerSummary::append(const TimerSummary& t) {
+  intervals.insert(intervals.end(), t.intervals.begin(), t.intervals.end());
+  interval_total += t.interval_total;
+  first_report_waits += t.first_report_waits;
+  lag_waits += t.lag_waits;
+  max_pending_events = std::max(max_pending_events, t.max_pending_events);
+  event_lags.insert(event_lags.end(), t.event_lags.begin(), t.event_lags.end());
+}
 namespace {
 const char* const kLevel1Timers[] = {"forward-backward", "optimizer"};
 constexpr const char* kIntervalTimer = "interval-time";

@@ -33,6 +33,8 @@ struct TimerSummary {
   int64_t lag_waits = 0;                 // deferred: later reports that waited (device > 1 window behind)
   int64_t max_pending_events = 0;        // the most events any EventTimer held pending (bound 1024); 0 eager
   std::vector<int> event_lags;           // RunConfig::event_lag: the simulated lag at each log point
+
+  void append(const TimerSummary& later);  // a later segment's, after this one's
 };
 
 class LoopTimers {

@@ -9,6 +9,16 @@
 
 namespace loopgate {
 
+std::vector<double> lr_table(const SegmentStart& start, const Mutation& m) {
+  OptimizerParamScheduler s(start.scheduler.config());  // from step 0: the device indexes by its total step count
+  std::vector<double> table;
+  for (int64_t k = 0; k <= start.train_iters; ++k) {
+    table.push_back(static_cast<float>(m.step_lr(s.get_lr())));  // the float the step multiplies by
+    s.step(start.samples_per_step);
+  }
+  return table;
+}
+
 ProtocolBase::ProtocolBase(const SiteContext& c, bool instrumented)
     : c_(c), timers_(c.arm, c.config, c.ledger, c.groups, c.rank, instrumented), nan_check_(c), exit_(c) {
   nan_count_ = at::zeros({1}, on_run_device(at::kFloat));

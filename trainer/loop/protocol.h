@@ -23,8 +23,23 @@
 #include "trainer/loop/rerun.h"
 #include "trainer/loop/sites.h"
 #include "trainer/loop/trace.h"
+#include "trainer/optim/scheduler.h"
 
 namespace loopgate {
+
+// A segment of an arm begins: after the scheduler's steps so far (each `samples_per_step` samples), at 0-based
+// `next_iteration`, in a run of `train_iters`.
+struct SegmentStart {
+  const OptimizerParamScheduler& scheduler;
+  int64_t samples_per_step = 0;
+  int64_t next_iteration = 0;
+  int64_t train_iters = 0;
+};
+
+// The LR optimizer.step uses after k successful steps, k = 0..train_iters, as the float the step multiplies by,
+// from the port's scheduler itself (so the logged LR keeps its bits, skipped steps included), through `m`'s step_lr.
+// A family that counts its steps on the device indexes it there.
+std::vector<double> lr_table(const SegmentStart& start, const Mutation& m);
 
 // What train_step learns before optimizer.step.
 struct StepGate {
@@ -64,10 +79,8 @@ class LoopProtocol {
   // Whether the host reads anything between log points: if not, non-log iterations may replay as a CUDA graph,
   // and each log point backfills its window's skips and faults.
   virtual bool reads_between_log_points() const = 0;
-  // A segment of this arm begins at 0-based `next_iteration` after `steps_done` successful steps; `lr_table` gives
-  // the LR after k successful steps, k = 0..train_iters (zerosync uploads it).
-  virtual void begin_segment(const std::function<std::vector<double>()>& lr_table, int64_t steps_done,
-                             int64_t next_iteration) = 0;
+  // A segment of this arm begins (a family that steps its own count on the device takes the LR schedule here).
+  virtual void begin_segment(const SegmentStart& start) = 0;
   // The rerun decision (should_run_forward_backward at loop exit), before optimizer.step.
   virtual StepGate before_step(RerunStateMachine& rerun, int64_t iteration, bool log_point) = 0;
   // update_successful over TP x PP after the step.
@@ -102,7 +115,7 @@ class ProtocolBase : public LoopProtocol {
   }
   LoopTimers& timers() override { return timers_; }
   bool reads_between_log_points() const override { return true; }
-  void begin_segment(const std::function<std::vector<double>()>&, int64_t, int64_t) override {}
+  void begin_segment(const SegmentStart&) override {}
   bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) override;
   bool log_read_can_trail() const override { return false; }
   void issue_log_read(const LogInputs&) override;  // fails: only a protocol whose read can trail has them

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "trainer/common/device.h"
+#include "trainer/common/error.h"
 #include "trainer/loop/bundle.h"
 #include "trainer/loop/mutation.h"
 #include "trainer/loop/protocol.h"
@@ -27,8 +28,7 @@ class OnDeviceProtocol final : public ProtocolBase {
       : ProtocolBase(c, instrumented), log_read_(make_log_read(Site::kBatchedLogRead)) {}
 
   bool reads_between_log_points() const override { return false; }
-  void begin_segment(const std::function<std::vector<double>()>& lr_table, int64_t steps_done,
-                     int64_t next_iteration) override;
+  void begin_segment(const SegmentStart& start) override;
   StepGate before_step(RerunStateMachine& rerun, int64_t iteration, bool log_point) override;
   StepVerdict after_step(RerunStateMachine& rerun, const StepDone& step) override;
   LogOutputs training_log(const LogInputs& in) override;
@@ -58,12 +58,14 @@ class OnDeviceProtocol final : public ProtocolBase {
   int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
 };
 
-void OnDeviceProtocol::begin_segment(const std::function<std::vector<double>()>& lr_table, int64_t steps_done,
-                                     int64_t next_iteration) {
+void OnDeviceProtocol::begin_segment(const SegmentStart& start) {
   // Values that reach the device from the host without a read: the table in one pinned upload, the counters as
   // kernel arguments (full). Everything below is allocated here, once, and only written in place afterwards.
   const int64_t k = c_.config.log_interval;
-  lr_table_ = upload(lr_table(), on_run_device(at::kFloat));
+  LG_INPUT_CHECK(start.scheduler.config().wd_incr_style == WdIncrStyle::kConstant,
+                 "zerosync needs a constant weight decay: the device holds no weight-decay schedule");
+  lr_table_ = upload(lr_table(start, c_.arm.mutated()), on_run_device(at::kFloat));
+  const int64_t steps_done = start.scheduler.num_steps() / start.samples_per_step;
   steps_done_ = at::full({1}, steps_done, on_run_device(at::kLong));
   lr_now_ = lr_table_.index_select(0, steps_done_);
   slot_ = at::zeros({1}, on_run_device(at::kLong));
@@ -72,7 +74,7 @@ void OnDeviceProtocol::begin_segment(const std::function<std::vector<double>()>&
   codes_ = log_state_.narrow(0, 0, k);
   aborted_ = log_state_.narrow(0, k, 1);
   total_loss_ = at::zeros({1}, on_run_device(at::kFloat));
-  window_begin_ = next_iteration;
+  window_begin_ = start.next_iteration;
 }
 
 // The rerun vote over the world (SUM of every rank's banked verdicts), never read: it masks this step, and every
@@ -124,20 +126,19 @@ GraphState OnDeviceProtocol::device_state() const {
 
 // The window's codes since the last log point: counts, skips, faults, NaNs; the first fault when it aborts.
 void OnDeviceProtocol::read_window(std::map<std::string, double>& v, int64_t iteration, LogOutputs& out) {
-  out.has_window = true;
   for (int64_t it = window_begin_; it < iteration; ++it) {
     double code = v[fmt::format("state@{}", it - window_begin_)] + 0.5;  // fault + skipped / 2 + non-finite loss / 4
     const bool fault = code >= 1.0;
     code -= fault ? 1.0 : 0.0;
     const bool skipped = code >= 0.5;
     code -= skipped ? 0.5 : 0.0;
-    out.window_skipped.push_back(skipped);
-    out.window_fault.push_back(fault);
+    out.window.push_back({skipped, fault ? (abort_outcome() ? "abort" : "skip_step") : nullptr});
     skipped ? ++skipped_ : ++advanced_;
     if (skipped && code >= 0.25) ++nan_;  // a skipped iteration whose loss is not finite (Megatron's NaN probe)
-    if (fault && abort_outcome() && !out.abort) {
-      out.abort = true;
-      out.fault_iteration = it + 1;
+    if (fault && abort_outcome() && !out.abort) {  // Megatron's exit code, on every rank (the read is world-wide)
+      const int code_out = c_.config.rerun.mode == RerunMode::kDisabled ? kExitCodeUncaughtError
+                                                                        : c_.config.rerun.abort_exit_code;
+      out.abort = LateAbort{it + 1, code_out};
     }
   }
   window_begin_ = iteration;
@@ -194,11 +195,8 @@ LogOutputs OnDeviceProtocol::land_log_read(const LogInputs& in) {
   values.nan = nan_;
   // An abort ends the run here, before this line, as Megatron exits before it logs the fault's iteration.
   LogOutputs out = log_point_outputs(c_, in, values, timers_, /*print=*/!window.abort);
-  out.has_window = true;
-  out.window_skipped = std::move(window.window_skipped);
-  out.window_fault = std::move(window.window_fault);
+  out.window = std::move(window.window);
   out.abort = window.abort;
-  out.fault_iteration = window.fault_iteration;
   if (v.count("exit")) out.exit_vote = v["exit"] != 0.0;
   if (in.iteration != 1) advanced_ = skipped_ = nan_ = 0;  // the host's window counters, as the device's
   return out;
