@@ -83,6 +83,13 @@ row 0 "--cupti needs --device cuda" run --cupti
 row 0 "--profile needs --device cuda" run --profile
 row 0 "--profile needs --device cuda" run --device cpu --profile --arm syncfree
 
+# ---- loopgate run: checkpoints (saves fall on log points after iteration 1) ----
+row 0 "--save-interval 4: applies only with --save" run --save-interval 4
+row 0 "--save-interval 3: a save falls on a log point after iteration 1 (--log-interval 2)" run --save "$WORK/ck" --save-interval 3 --log-interval 2
+row 0 "--exit-interval 1: a save falls on a log point after iteration 1" run --save "$WORK/ck" --exit-interval 1
+row 0 "--save-interval 0: must be >= 1" run --save "$WORK/ck" --save-interval 0
+row 0 "--load $WORK/none/latest_checkpointed_iteration.txt" run --load "$WORK/none"
+
 # ---- loopgate run: output paths (checked before any work; every rank agrees) ----
 row 0 "--trace $WORK: is a directory" run --trace "$WORK"
 row 0 "--trace '': needs a value" run --trace ''

@@ -9,9 +9,10 @@ namespace loopgate {
 
 struct RunFlags {
   std::string fixture = "single", arm = "baseline";
-  std::optional<std::string> inject, trace, syncs_json, decay, rerun_mode, on_fault, reduce_order;
+  std::optional<std::string> inject, trace, syncs_json, decay, rerun_mode, on_fault, reduce_order, save, load;
   std::optional<int64_t> iters, log_interval, warmup, decay_iters, wsd_decay_iters, tp, pp, mbs, gbs;
-  std::optional<int64_t> seq, hidden, layers, heads, bucket, seed, data_seed, permute_seed;
+  std::optional<int64_t> seq, hidden, layers, heads, bucket, seed, data_seed, permute_seed, save_interval,
+      exit_interval;
   std::optional<double> exit_mins, sim_minutes, lr, min_lr, clip, wd, loss_scale;
   bool sp = false, no_sp = false, syncs = false, quiet = false, dynamic_scale = false, check_collectives = false,
        record_collectives = false, digests = false;

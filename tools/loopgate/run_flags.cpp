@@ -31,6 +31,17 @@ void add_run_flags(CLI::App* run, RunFlags& f) {
   run->add_option("--exit-duration-in-mins", f.exit_mins, "exit when training time exceeds M minutes, > 0");
   run->add_option("--simulated-minutes-per-iteration", f.sim_minutes,
                   "deterministic clock for the exit vote, > 0 (needs --exit-duration-in-mins)");
+  run->add_option("--save", f.save, "save checkpoints into DIR (Megatron's layout: DIR/iter_N/rank_R.pt and the tracker)")
+      ->group("Checkpoints");
+  run->add_option("--save-interval", f.save_interval,
+                  "save after every N-th iteration, N >= 2 and a multiple of --log-interval (needs --save)")
+      ->group("Checkpoints");
+  run->add_option("--load", f.load, "continue from the latest checkpoint in DIR (its tracker names the iteration)")
+      ->group("Checkpoints");
+  run->add_option("--exit-interval", f.exit_interval,
+                  "end the run after every N-th iteration, saving first with --save (there N >= 2 and a multiple of "
+                  "--log-interval)")
+      ->group("Checkpoints");
   run->add_option("--inject", f.inject,
                   "faults: iter=I,site=loss|grad[,mb=M][,bucket=K][,rank=R][,kind=nan|inf];... (I counts from 0, "
                   "< --iters; M < microbatches; K < the targeted ranks' grad buckets; R < ranks)");
@@ -131,6 +142,11 @@ void check_run_flags(const RunFlags& f) {
   with_flag("--arm", [&] { return find_arm(f.arm); });
   check_count("--iters", f.iters, 1, "training iterations");
   check_count("--log-interval", f.log_interval, 1, "iterations between log lines");
+  check_count("--save-interval", f.save_interval, 1, "iterations between saves");
+  check_count("--exit-interval", f.exit_interval, 1, "iterations before the run ends");
+  LG_INPUT_CHECK(!f.save_interval || f.save, "--save-interval {}: applies only with --save", f.save_interval.value_or(0));
+  LG_INPUT_CHECK(!f.save || !f.save->empty(), "--save '': needs a folder");
+  LG_INPUT_CHECK(!f.load || !f.load->empty(), "--load '': needs a folder");
   check_count("--tensor-model-parallel-size", f.tp, 1, "tensor-parallel ranks");
   check_count("--pipeline-model-parallel-size", f.pp, 1, "pipeline stages");
   check_count("--micro-batch-size", f.mbs, 1, "samples per microbatch");
@@ -189,6 +205,10 @@ RunOptions to_run_options(const RunFlags& f) {
   if (f.log_interval) c.log_interval = as_int(*f.log_interval);
   if (f.exit_mins) c.exit_duration_in_mins = *f.exit_mins;
   if (f.sim_minutes) c.simulated_minutes_per_iteration = *f.sim_minutes;
+  c.save_dir = f.save.value_or("");
+  c.save_interval = f.save_interval.value_or(0);
+  c.load_dir = f.load.value_or("");
+  c.exit_interval = f.exit_interval.value_or(0);
   if (f.inject) {
     o.faults = with_flag("--inject", [&] { return parse_fault_specs(*f.inject); });
     c.faults = inject(o.faults);

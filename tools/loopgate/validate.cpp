@@ -194,6 +194,20 @@ int grad_buckets_of_rank(const RunConfig& c, const Layout& layout, int rank) {
   return layout_grad_buckets(stage_param_numels(c.model, layout, rank), size).num_buckets();
 }
 
+// Saves fall on log points after iteration 1 (the trainer's rule, checkpoint.h): asked before any work here.
+void check_checkpoints(const RunOptions& o) {
+  const RunConfig& c = o.config;
+  if (!c.save_dir.empty()) {
+    check_output_dir("--save", c.save_dir);
+    for (const auto& [flag, n] : {std::pair<const char*, int64_t>{"--save-interval", c.save_interval},
+                                  {"--exit-interval", c.exit_interval}})
+      LG_INPUT_CHECK(n == 0 || (n >= 2 && n % c.log_interval == 0),
+                     "{} {}: a save falls on a log point after iteration 1 (--log-interval {})", flag, n,
+                     c.log_interval);
+  }
+  if (!c.load_dir.empty()) check_input_file("--load", c.load_dir + "/latest_checkpointed_iteration.txt");
+}
+
 void validate_run_options(const RunOptions& o, int world) {
   check_world_and_layout(o, world);
   const Layout layout = Layout::build(world, o.config.layout);
@@ -202,6 +216,7 @@ void validate_run_options(const RunOptions& o, int world) {
   check_schedule(o);
   check_gpu_and_probe(o);
   check_faults(o, layout);
+  check_checkpoints(o);
   if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path);
   if (!o.syncs_json.empty()) check_output_file("--syncs-json", o.syncs_json);
 }
@@ -268,6 +283,15 @@ void validate_gate_options(const GateOptions& o) {
   LG_INPUT_CHECK(o.jobs >= 1, "--jobs {}: must be >= 1", o.jobs);
   LG_INPUT_CHECK(o.shards >= 0 && o.shards <= 64, "--shards {}: must be in 0..64 (0: auto)", o.shards);
   LG_INPUT_CHECK(o.progress_timeout > 0, "--progress-timeout {}: must be > 0 seconds", o.progress_timeout);
+  // The suites' own timeouts, which the launch passes on in the environment: a typo must not turn one off.
+  for (const char* var : {"LOOPGATE_TEST_TIMEOUT", "LOOPGATE_PROGRESS_TIMEOUT", "LOOPGATE_STALL_TIMEOUT"}) {
+    const char* v = std::getenv(var);
+    if (v == nullptr) continue;
+    char* end = nullptr;
+    const double seconds = std::strtod(v, &end);
+    LG_INPUT_CHECK(*v != '\0' && *end == '\0' && seconds >= 0 && seconds <= 1e9,
+                   "{}={}: must be a number of seconds >= 0", var, quoted(v));
+  }
   struct stat st;
   LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(o.suites_exe.c_str(), X_OK) == 0,
                  "--suites-exe {}: the gate suites executable is missing (build it: cmake --build --preset cpu)",

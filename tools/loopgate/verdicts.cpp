@@ -22,6 +22,7 @@ const std::vector<std::pair<std::string, std::string>>& gate_checks() {
       {"sync_budget", "SyncBudget"},   {"loop_code", "LoopCode"},         {"schedule", "Schedule"},
       {"fp16", "Fp16"},                {"cuda_graph", "CudaGraph"},       {"isolation", "Isolation"},
       {"races", "Races"},              {"collectives", "Collectives"},     {"run_features", "RunFeatures"},
+      {"resume", "Resume"},
       {"golden_values", "GoldenValues"}, {"ledger_cupti", "LedgerEqualsCupti"}, {"capture_probe", "CaptureProbe"}};
   return c;
 }

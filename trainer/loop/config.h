@@ -53,6 +53,13 @@ struct RunConfig {
   RerunConfig rerun;                       // --rerun-mode, outcome on a confirmed fault
   std::shared_ptr<const FaultPlan> faults; // --inject (null: none)
   double exit_duration_in_mins = 0.0;      // --exit-duration-in-mins (0 = off)
+  // Checkpoints (trainer/loop/checkpoint.h), Megatron's --save, --save-interval, --load, --exit-interval: a save at
+  // each iteration the interval divides and before an exit on --exit-interval; a run that loads continues after the
+  // saved iteration. Saves fall on log points, after iteration 1 (RunConfig::check_saves).
+  std::string save_dir;        // "": no saves
+  int64_t save_interval = 0;   // 0: only the save on exit
+  std::string load_dir;        // "": from the initial parameters
+  int64_t exit_interval = 0;   // 0: none; else the run ends after an iteration it divides
   // Deterministic clock for the exit vote in tests: train time = iterations * this (0 = wall clock). Rank
   // `fast_clock_rank` runs its clock `fast_clock_factor` times faster, so the MAX vote matters.
   double simulated_minutes_per_iteration = 0.0;

@@ -18,6 +18,7 @@
 
 namespace loopgate {
 
+struct Checkpoint;
 class Ledger;
 class LoopProtocol;
 class RerunStateMachine;
@@ -71,6 +72,11 @@ class Mutation {
   virtual void timer_report(std::vector<TimerInterval>& /*reported*/) const {}
   // After training_log, every iteration.
   virtual void after_training_log(Ledger& /*ledger*/, const LogInputs& /*in*/) const {}
+
+  // ---- checkpoints (checkpoint.h) ----
+  // What a save is about to write, and what a load has read before the loop takes it.
+  virtual void saving(Checkpoint&) const {}
+  virtual void loaded(Checkpoint&) const {}
 };
 
 // No change: Megatron's loop.

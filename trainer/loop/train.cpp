@@ -25,6 +25,7 @@
 #include "trainer/measure/ledger.h"
 #include "trainer/measure/op_counter.h"
 #include "trainer/timers/timers.h"
+#include "trainer/loop/checkpoint.h"
 #include "trainer/loop/digest_taps.h"
 #include "trainer/loop/instruments.h"
 #include "trainer/loop/mutation.h"
@@ -151,6 +152,95 @@ void timer_stop(Loop& L, const char* name) {
   timer_action(L, [&L, name] { L.protocol->timers().stop(name); });
 }
 
+// ---- checkpoints (checkpoint.h): Megatron's save_checkpoint and load_checkpoint ----
+
+// What a checkpoint holds besides the scheduler and the position: the parameters, Adam's main parameters, moments
+// and step count, the loss scaler. The live tensors: a load writes them in place (a graph captured later reads
+// these addresses). Nothing else carries over: the model has no dropout and the data is a function of the iteration.
+GraphState saved_state(const Loop& L) {
+  GraphState s;
+  for (size_t i = 0; i < L.stage.params.size(); ++i) s.emplace_back(fmt::format("param{}", i), L.stage.params[i].value);
+  for (size_t i = 0; i < L.adam->size(); ++i) {
+    s.emplace_back(fmt::format("adam.main{}", i), L.adam->main_params()[i]);
+    s.emplace_back(fmt::format("adam.exp_avg{}", i), L.adam->exp_avg()[i]);
+    s.emplace_back(fmt::format("adam.exp_avg_sq{}", i), L.adam->exp_avg_sq()[i]);
+  }
+  s.emplace_back("adam.step", L.adam->step_count());
+  if (L.scaler) s.emplace_back("scaler.scale", L.scaler->scale());
+  if (const auto* d = dynamic_cast<const DynamicGradScaler*>(L.scaler.get())) {
+    s.emplace_back("scaler.growth_tracker", d->growth_tracker());
+    s.emplace_back("scaler.hysteresis_tracker", d->hysteresis_tracker());
+  }
+  return s;
+}
+
+// Saves fall on log points after iteration 1: there every family has read and reset its log window (Megatron's
+// first line does not reset it), so the run's state is the saved state, the scheduler and the position.
+void check_saves(const RunConfig& c) {
+  if (c.save_dir.empty()) return;
+  for (const auto& [flag, n] : {std::pair<const char*, int64_t>{"--save-interval", c.save_interval},
+                                {"--exit-interval", c.exit_interval}})
+    LG_INPUT_CHECK(n == 0 || (n >= 2 && n % c.log_interval == 0),
+                   "{} {}: a save falls on a log point after iteration 1 (--log-interval {})", flag, n, c.log_interval);
+}
+
+// After iteration `done`'s training_log. A family that counts its successful steps on the device hands the count
+// over first (one read), so the host's scheduler is the device's.
+void save(Loop& L, int64_t done) {
+  ScopedSite site("checkpoint");
+  if (const std::optional<int64_t> steps = L.protocol->end_segment())
+    L.scheduler->step(scheduler_increment(L) * *steps - L.scheduler->num_steps());
+  Checkpoint c;
+  c.iteration = done;
+  c.consumed_samples = L.consumed_samples;
+  c.scheduler_steps = L.scheduler->num_steps();
+  const GraphState live = saved_state(L);
+  std::vector<at::Tensor> tensors;
+  for (const auto& [name, t] : live) tensors.push_back(t);
+  const std::vector<at::Tensor> host = L.ledger.host_copies(tensors);
+  for (size_t i = 0; i < live.size(); ++i) c.tensors.emplace_back(live[i].first, host[i]);
+  L.arm->mutated().saving(c);
+  save_checkpoint(L.cfg.save_dir, L.rank, L.groups.world->size(), c);
+}
+
+// Before the first segment: the saved state in place, the scheduler stepped by its saved steps (as Megatron's
+// load_state_dict does), the position after the saved iteration. The new job warms up eagerly for two iterations
+// before it replays, as a job does from the start.
+void load(Loop& L) {
+  ScopedSite site("checkpoint");
+  const std::string& dir = L.cfg.load_dir;
+  Checkpoint c = load_checkpoint(dir, L.rank, L.groups.world->size());
+  L.arm->mutated().loaded(c);
+  std::map<std::string, at::Tensor> saved(c.tensors.begin(), c.tensors.end());
+  at::NoGradGuard no_grad;  // the parameters are autograd leaves: written as the optimizer writes them
+  for (const auto& [name, t] : saved_state(L)) {
+    const auto it = saved.find(name);
+    LG_INPUT_CHECK(it != saved.end() && it->second.sizes() == t.sizes() && it->second.scalar_type() == t.scalar_type(),
+                   "--load {}: its iteration {} holds no {} of this run's shape and dtype (another model or layout)",
+                   dir, c.iteration, name);
+    t.copy_(it->second);
+  }
+  LG_INPUT_CHECK(c.iteration < L.cfg.train_iters, "--load {}: its iteration {} is not before --train-iters {}", dir,
+                 c.iteration, L.cfg.train_iters);
+  L.scheduler->step(c.scheduler_steps);
+  L.consumed_samples = c.consumed_samples;
+  L.next_iteration = c.iteration;
+  L.arm_since = c.iteration + 1;
+}
+
+// Megatron checkpoint_and_decide_exit's intervals, after training_log: a save at each --save-interval; at each
+// --exit-interval the run ends, saving first unless it just did. False when the run ends here.
+bool checkpoint_and_decide_exit(Loop& L, int64_t done) {
+  const RunConfig& c = L.cfg;
+  const bool saved = !c.save_dir.empty() && c.save_interval > 0 && done % c.save_interval == 0;
+  if (saved) save(L, done);
+  if (c.exit_interval == 0 || done % c.exit_interval != 0) return true;
+  if (!c.save_dir.empty() && !saved) save(L, done);
+  L.result.exited_on_interval = true;
+  L.ended = true;
+  return false;
+}
+
 // Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
 void setup(Loop& L) {
   const RunConfig& cfg = L.cfg;
@@ -178,6 +268,8 @@ void setup(Loop& L) {
   si.global_batch_size = cfg.data.global_batch;
   si.weight_decay = cfg.weight_decay;
   L.scheduler = std::make_unique<OptimizerParamScheduler>(from_iters(si));
+  check_saves(cfg);
+  if (!cfg.load_dir.empty()) load(L);
 
   begin_segment(L);
   L.result.trace.arm = L.arm->name;
@@ -400,10 +492,14 @@ bool after_training_log(Loop& L, IterationRecord& rec, const LogInputs& in, cons
 
 // Whether log point `done` (1-based) leaves its read in flight behind the next iteration's replay: both replay,
 // in this segment, and nothing the read brings could stop that next step (LoopProtocol::log_read_can_trail). Not
-// under the capture probe, which captures training_log whole.
+// under the capture probe, which captures training_log whole, nor where the run saves or ends on its interval
+// (the state must be whole there).
 bool log_read_trails(const Loop& L, int64_t done, const StepOutcome& step, bool log_point, int64_t until) {
+  const RunConfig& c = L.cfg;
+  const bool saves_or_exits = (c.exit_interval > 0 && done % c.exit_interval == 0) ||
+                              (!c.save_dir.empty() && c.save_interval > 0 && done % c.save_interval == 0);
   return step.replayed && log_point && done < until && replays(L, done) && L.protocol->log_read_can_trail() &&
-         !L.instruments.capture_probe();
+         !L.instruments.capture_probe() && !saves_or_exits;
 }
 
 // The trailing log point's read lands (the next replay is launched): its line, then the rest of its iteration,
@@ -466,6 +562,7 @@ void run_iterations(Loop& L, int64_t until) {
       continue;
     }
     if (!after_training_log(L, rec, in, log, log_point)) break;
+    if (!checkpoint_and_decide_exit(L, done)) break;
   }
   LG_CHECK(!L.replay || !L.replay->trailing, "a log point's read trailed past the end of its segment");
 }

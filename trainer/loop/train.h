@@ -28,6 +28,7 @@ struct RunResult {
   int exit_code = 0;               // 0, or the rerun machine's abort code
   int64_t iterations_done = 0;
   bool exited_on_duration = false;
+  bool exited_on_interval = false;  // --exit-interval ended the run (after its save, with --save)
   // The parameters as the run leaves them (RunConfig::param_checksums; 0 when not asked): a step taken after the
   // last record (a replay launched behind a log point whose read then ended the run) shows only here.
   uint64_t final_param_checksum = 0;

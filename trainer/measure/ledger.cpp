@@ -196,6 +196,19 @@ uint64_t Ledger::checksum(const std::vector<at::Tensor>& tensors) {
   return h;
 }
 
+std::vector<at::Tensor> Ledger::host_copies(const std::vector<at::Tensor>& tensors) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++diagnostic_reads_;
+  }
+  const char* previous = current_site();
+  set_current_site("diagnostic_checkpoint");
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& t : tensors) out.push_back(t.detach().to(at::kCPU).contiguous().clone());
+  set_current_site(previous);
+  return out;
+}
+
 void Ledger::reset() {
   std::lock_guard<std::mutex> lock(mu_);
   iteration_ = 0;

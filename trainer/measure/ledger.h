@@ -110,6 +110,9 @@ class Ledger {
   // tallied apart, letting a CUPTI reconciliation subtract them.
   int64_t diagnostic_reads() const;
   uint64_t checksum(const std::vector<at::Tensor>& tensors);
+  // A checkpoint's host copies of `tensors` (contiguous CPU tensors, the same dtypes): a read outside every
+  // iteration, named apart for CUPTI as the checksums are.
+  std::vector<at::Tensor> host_copies(const std::vector<at::Tensor>& tensors);
 
   void reset();  // forget everything; iteration back to 0
 

@@ -1,0 +1,137 @@
+#include "trainer/loop/checkpoint.h"
+
+#include <ATen/ATen.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "trainer/capture/capture.h"
+#include "trainer/common/error.h"
+#include "trainer/measure/ledger.h"
+
+namespace loopgate {
+namespace {
+
+std::string rank_file(const std::string& dir, int64_t iteration, int rank) {
+  return fmt::format("{}/rank_{:05d}.pt", checkpoint_iteration_dir(dir, iteration), rank);
+}
+std::string tracker_file(const std::string& dir) { return dir + "/latest_checkpointed_iteration.txt"; }
+
+// The bytes of `path` on the disk before anything names them (fsync), then the folder's entry (the rename).
+void sync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+// `tmp` written and synced, then renamed onto `path`: a reader sees the whole file or none.
+void publish(const std::string& tmp, const std::string& path) {
+  sync_path(tmp);
+  LG_INPUT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "checkpoint: cannot rename {} to {}", tmp, path);
+  sync_path(std::filesystem::path(path).parent_path().string());
+}
+
+c10::IValue scalar(int64_t v) { return c10::IValue(v); }
+
+}  // namespace
+
+std::string checkpoint_iteration_dir(const std::string& dir, int64_t iteration) {
+  return fmt::format("{}/iter_{:07d}", dir, iteration);
+}
+
+void save_checkpoint(const std::string& dir, int rank, int world, const Checkpoint& c) {
+  const std::string folder = checkpoint_iteration_dir(dir, c.iteration);
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  LG_INPUT_CHECK(!ec, "--save {}: cannot create {}: {}", dir, folder, ec.message());
+  std::vector<at::Tensor> values;
+  std::string names;
+  torch::serialize::OutputArchive archive;
+  for (const auto& [name, t] : c.tensors) {
+    archive.write("t." + name, t);
+    values.push_back(t);
+    names += name + "\n";
+  }
+  archive.write("loopgate.names", c10::IValue(names));
+  archive.write("loopgate.format", scalar(kCheckpointFormat));
+  archive.write("loopgate.rank", scalar(rank));
+  archive.write("loopgate.world", scalar(world));
+  archive.write("loopgate.iteration", scalar(c.iteration));
+  archive.write("loopgate.consumed_samples", scalar(c.consumed_samples));
+  archive.write("loopgate.scheduler_steps", scalar(c.scheduler_steps));
+  archive.write("loopgate.checksum", scalar(static_cast<int64_t>(tensor_checksum(values))));
+  const std::string path = rank_file(dir, c.iteration, rank);
+  bool ok = true;
+  try {
+    archive.save_to(path + ".tmp");
+    publish(path + ".tmp", path);
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  // Every rank's file in place before the tracker names the iteration (Megatron writes it after a barrier too).
+  const bool all = every_rank(ok);
+  LG_INPUT_CHECK(ok, "--save {}: cannot write {}", dir, path);
+  LG_INPUT_CHECK(all, "--save {}: another rank could not write its file of iteration {}", dir, c.iteration);
+  if (rank != 0) return;
+  const std::string tracker = tracker_file(dir);
+  {
+    std::ofstream out(tracker + ".tmp");
+    out << c.iteration << "\n";
+    LG_INPUT_CHECK(out.good(), "--save {}: cannot write {}", dir, tracker);
+  }
+  publish(tracker + ".tmp", tracker);
+}
+
+Checkpoint load_checkpoint(const std::string& dir, int rank, int world) {
+  const std::string tracker = tracker_file(dir);
+  std::ifstream in(tracker);
+  int64_t iteration = -1;
+  LG_INPUT_CHECK(in && (in >> iteration) && iteration >= 0, "--load {}: no checkpoint there ({} is missing or not an "
+                 "iteration)", dir, tracker);
+  const std::string path = rank_file(dir, iteration, rank);
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const std::exception&) {
+    LG_INPUT_CHECK(false, "--load {}: cannot read {}", dir, path);
+  }
+  const auto number = [&](const char* key) {
+    c10::IValue v;
+    LG_INPUT_CHECK(archive.try_read(key, v) && v.isInt(), "--load {}: {} holds no {} (not a loopgate checkpoint)", dir,
+                   path, key);
+    return v.toInt();
+  };
+  LG_INPUT_CHECK(number("loopgate.format") == kCheckpointFormat, "--load {}: {} is of format {}, this loopgate reads {}",
+                 dir, path, number("loopgate.format"), kCheckpointFormat);
+  LG_INPUT_CHECK(number("loopgate.world") == world && number("loopgate.rank") == rank,
+                 "--load {}: {} was saved by rank {} of {}, this is rank {} of {}", dir, path, number("loopgate.rank"),
+                 number("loopgate.world"), rank, world);
+  Checkpoint c;
+  c.iteration = number("loopgate.iteration");
+  c.consumed_samples = number("loopgate.consumed_samples");
+  c.scheduler_steps = number("loopgate.scheduler_steps");
+  c10::IValue names;
+  archive.read("loopgate.names", names);
+  std::istringstream lines(names.toStringRef());
+  std::vector<at::Tensor> values;
+  for (std::string name; std::getline(lines, name);) {
+    at::Tensor t;
+    archive.read("t." + name, t);
+    c.tensors.emplace_back(name, t);
+    values.push_back(t);
+  }
+  LG_INPUT_CHECK(static_cast<int64_t>(tensor_checksum(values)) == number("loopgate.checksum"),
+                 "--load {}: {}: its tensors do not match its checksum (a damaged file)", dir, path);
+  return c;
+}
+
+}  // namespace loopgate
