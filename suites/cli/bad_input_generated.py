@@ -66,6 +66,7 @@ CONTEXT = {
     ("ab", "--global-batch-size", "1"): ["--micro-batch-size", "1"],
     ("gate", "--iters", "4"): ["--check", "equivalence"],
     ("run", "--stress", "*"): ["--device", "cuda"],  # a GPU's copies; on CPU --async-emulation
+    ("run", "--save-interval", "*"): ["--save", os.path.join(WORK, "ck")],  # checked writable, nothing made
 }
 # Ranks an accepted value needs (the job's size must match the fixture's).
 NP = {("run", "--fixture", "tp2sp"): 2, ("run", "--fixture", "pp2"): 2, ("run", "--fixture", "dp64"): 64,

@@ -39,8 +39,8 @@ void add_run_flags(CLI::App* run, RunFlags& f) {
   run->add_option("--load", f.load, "continue from the latest checkpoint in DIR (its tracker names the iteration)")
       ->group("Checkpoints");
   run->add_option("--exit-interval", f.exit_interval,
-                  "end the run after every N-th iteration, saving first with --save (there N >= 2 and a multiple of "
-                  "--log-interval)")
+                  "end the run after every N-th iteration, N >= 1; with --save it saves first, so there N is a log "
+                  "point after iteration 1 (a multiple of --log-interval, not 1)")
       ->group("Checkpoints");
   run->add_option("--inject", f.inject,
                   "faults: iter=I,site=loss|grad[,mb=M][,bucket=K][,rank=R][,kind=nan|inf];... (I counts from 0, "
