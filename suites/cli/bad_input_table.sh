@@ -89,6 +89,7 @@ row 0 "--save-interval 3: a save falls on a log point after iteration 1 (--log-i
 row 0 "--exit-interval 1: a save falls on a log point after iteration 1" run --save "$WORK/ck" --exit-interval 1
 row 0 "--save-interval 0: must be >= 1" run --save "$WORK/ck" --save-interval 0
 row 0 "--load $WORK/none/latest_checkpointed_iteration.txt" run --load "$WORK/none"
+row 0 "--save /etc/hostname/ck: /etc/hostname is not a directory" run --save /etc/hostname/ck
 
 # ---- loopgate run: output paths (checked before any work; every rank agrees) ----
 row 0 "--trace $WORK: is a directory" run --trace "$WORK"

@@ -2,7 +2,8 @@
 # run_resume.sh LOOPGATE MPIEXEC: restart replay across processes. `loopgate run` to 12 iterations; the same saved
 # at 6 and ended there (--save, --exit-interval 6, baseline); new processes that load it and continue (baseline and
 # zerosync); their Megatron lines after iteration 6 must equal the uninterrupted run's of the same arm as printed
-# (the timestamp and the timing field left out). Also a damaged rank file must be refused at --load, one line, exit 2.
+# (the timestamp and the timing field left out). Then --load of another layout, another model shape, a truncated
+# file and a damaged one must each be refused: exit 2, one line naming the file, nothing written.
 set -u
 LG=$1 MPIEXEC=$2
 W=$(mktemp -d /tmp/loopgate-resume-XXXXXX)
@@ -24,14 +25,36 @@ for arm in baseline zerosync; do
     echo "ok: $arm resumed in a new process prints the uninterrupted run's $n lines after iteration 6"
   fi
 done
+# refused WHAT PATTERN CMD...: CMD must exit 2 with one error line matching PATTERN (it names the file), and
+# write nothing into the checkpoints.
+refused() {
+  local what=$1 pattern=$2 before rc lines
+  shift 2
+  before=$(find "$W/ck" "$W/ck2" -type f -printf '%p %s %T@\n' | sort)
+  "$@" > "$W/refused.log" 2>&1
+  rc=$?
+  lines=$(grep -c "loopgate: error" "$W/refused.log")
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -q "loopgate: error: .*$pattern" "$W/refused.log"; then
+    echo "FAIL $what: exit $rc, $lines error line(s); expected 2 and one line matching '$pattern':"
+    cat "$W/refused.log"; fail=1
+  elif [ "$before" != "$(find "$W/ck" "$W/ck2" -type f -printf '%p %s %T@\n' | sort)" ]; then
+    echo "FAIL $what: refused, but the checkpoint folders changed"; fail=1
+  else
+    echo "ok: $what is refused: $(grep -m1 'loopgate: error' "$W/refused.log")"
+  fi
+}
+cp -r "$W/ck" "$W/ck2"
+# Another layout (tp2sp's 2 ranks into single's 1) and another model shape (a wider hidden size).
+refused "another layout" "--load .*rank_00000.pt was saved by rank 0 of 2, this is rank 0 of 1" \
+  "$MPIEXEC" -q -n 1 "$LG" run --fixture single --iters 12 --log-interval 2 --load "$W/ck"
+refused "another model shape" "--load .*iteration 6 was saved with --hidden-size [0-9]*, this run has 128" \
+  run --hidden-size 128 --load "$W/ck"
+# A truncated file: rank 0's cut to half.
+f="$W/ck2/iter_0000006/rank_00000.pt"
+truncate -s $(( $(stat -c %s "$f") / 2 )) "$f"
+refused "a truncated file" "--load .*cannot read .*ck2/iter_0000006/rank_00000.pt" run --arm baseline --load "$W/ck2"
 # A damaged file: one byte of rank 1's flipped.
 f="$W/ck/iter_0000006/rank_00001.pt"
 printf '\xff' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") / 2 )) conv=notrunc status=none
-run --arm baseline --load "$W/ck" > "$W/damaged.log" 2>&1
-rc=$?
-if [ "$rc" -ne 2 ] || ! grep -q "loopgate: error: .*--load .*rank_00001.pt" "$W/damaged.log"; then
-  echo "FAIL a damaged checkpoint: exit $rc, expected 2 and a line naming rank_00001.pt:"; cat "$W/damaged.log"; fail=1
-else
-  echo "ok: a damaged checkpoint is refused: $(grep -m1 'loopgate: error' "$W/damaged.log")"
-fi
+refused "a damaged file" "--load .*rank_00001.pt" run --arm baseline --load "$W/ck"
 exit $fail

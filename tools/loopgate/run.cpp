@@ -21,6 +21,7 @@
 #include "tools/loopgate/gpu.h"
 #include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
+#include "trainer/loop/checkpoint.h"
 #include "trainer/measure/ledger.h"
 
 namespace loopgate {
@@ -174,6 +175,10 @@ int cmd_run(const RunOptions& o) {
     LG_INPUT_CHECK(!o.config.cuda_graph_iteration || find_arm(o.arm).on_device,
                    "--cuda-graph iteration with --arm {}: it reads between log points, so no iteration can be "
                    "captured (only an arm that reads nothing between log points can: zerosync)", o.arm);
+    // Each rank reads its own file of the checkpoint now (read again at the load): a bad file or one saved with
+    // another model or layout is refused here, one line, before any work.
+    if (!o.config.load_dir.empty())
+      check_checkpoint_args(o.config.load_dir, load_checkpoint(o.config.load_dir, rank, size), o.config, size);
   } catch (const InputError& e) {
     problem = e.what();
   }

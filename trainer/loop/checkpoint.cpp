@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -44,6 +46,31 @@ c10::IValue scalar(int64_t v) { return c10::IValue(v); }
 
 }  // namespace
 
+std::vector<std::pair<std::string, int64_t>> checkpoint_args(const RunConfig& c, int world) {
+  return {{"num-layers", c.model.layers},
+          {"hidden-size", c.model.hidden},
+          {"ffn-hidden-size", c.model.ffn_size()},
+          {"num-attention-heads", c.model.heads},
+          {"seq-length", c.model.seq},
+          {"vocab-size", c.model.vocab},
+          {"tensor-model-parallel-size", c.layout.tp},
+          {"pipeline-model-parallel-size", c.layout.pp},
+          {"world-size", world}};
+}
+
+void check_checkpoint_args(const std::string& dir, const Checkpoint& c, const RunConfig& run, int world) {
+  const auto saved = [&c](const std::string& name) -> std::optional<int64_t> {
+    for (const auto& [n, v] : c.args)
+      if (n == name) return v;
+    return std::nullopt;
+  };
+  for (const auto& [name, mine] : checkpoint_args(run, world)) {
+    const std::optional<int64_t> theirs = saved(name);
+    LG_INPUT_CHECK(theirs && *theirs == mine, "--load {}: iteration {} was saved with --{} {}, this run has {}", dir,
+                   c.iteration, name, theirs ? std::to_string(*theirs) : "(none)", mine);
+  }
+}
+
 std::string checkpoint_iteration_dir(const std::string& dir, int64_t iteration) {
   return fmt::format("{}/iter_{:07d}", dir, iteration);
 }
@@ -62,6 +89,9 @@ void save_checkpoint(const std::string& dir, int rank, int world, const Checkpoi
     names += name + "\n";
   }
   archive.write("loopgate.names", c10::IValue(names));
+  std::string args;
+  for (const auto& [name, v] : c.args) args += fmt::format("{}={}\n", name, v);
+  archive.write("loopgate.args", c10::IValue(args));
   archive.write("loopgate.format", scalar(kCheckpointFormat));
   archive.write("loopgate.rank", scalar(rank));
   archive.write("loopgate.world", scalar(world));
@@ -119,6 +149,15 @@ Checkpoint load_checkpoint(const std::string& dir, int rank, int world) {
   c.iteration = number("loopgate.iteration");
   c.consumed_samples = number("loopgate.consumed_samples");
   c.scheduler_steps = number("loopgate.scheduler_steps");
+  c10::IValue args;
+  LG_INPUT_CHECK(archive.try_read("loopgate.args", args) && args.isString(), "--load {}: {} holds no loopgate.args "
+                 "(not a loopgate checkpoint)", dir, path);
+  std::istringstream arg_lines(args.toStringRef());
+  for (std::string line; std::getline(arg_lines, line);) {
+    const size_t eq = line.find('=');
+    LG_INPUT_CHECK(eq != std::string::npos, "--load {}: {}: a damaged loopgate.args line '{}'", dir, path, line);
+    c.args.emplace_back(line.substr(0, eq), std::atoll(line.c_str() + eq + 1));
+  }
   c10::IValue names;
   archive.read("loopgate.names", names);
   std::istringstream lines(names.toStringRef());

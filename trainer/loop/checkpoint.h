@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/loop/config.h"
+
 namespace loopgate {
 
 inline constexpr int64_t kCheckpointFormat = 1;
@@ -19,7 +21,14 @@ struct Checkpoint {
   int64_t consumed_samples = 0;
   int64_t scheduler_steps = 0;   // OptimizerParamScheduler::num_steps: samples of the successful steps
   std::vector<std::pair<std::string, at::Tensor>> tensors;  // host tensors, in the order saved
+  std::vector<std::pair<std::string, int64_t>> args;  // the model and layout it was saved with (checkpoint_args)
 };
+
+// What a checkpoint must agree on with the run that loads it, by flag name (Megatron's check_checkpoint_args):
+// the model's shape and the parallel layout.
+std::vector<std::pair<std::string, int64_t>> checkpoint_args(const RunConfig& c, int world);
+// InputError, naming the flag and both values, where `c` was saved with other args than `run` has.
+void check_checkpoint_args(const std::string& dir, const Checkpoint& c, const RunConfig& run, int world);
 
 // DIR/iter_NNNNNNN.
 std::string checkpoint_iteration_dir(const std::string& dir, int64_t iteration);

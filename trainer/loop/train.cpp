@@ -194,6 +194,7 @@ void save(Loop& L, int64_t done) {
   c.iteration = done;
   c.consumed_samples = L.consumed_samples;
   c.scheduler_steps = L.scheduler->num_steps();
+  c.args = checkpoint_args(L.cfg, L.groups.world->size());
   const GraphState live = saved_state(L);
   std::vector<at::Tensor> tensors;
   for (const auto& [name, t] : live) tensors.push_back(t);
@@ -210,6 +211,7 @@ void load(Loop& L) {
   ScopedSite site("checkpoint");
   const std::string& dir = L.cfg.load_dir;
   Checkpoint c = load_checkpoint(dir, L.rank, L.groups.world->size());
+  check_checkpoint_args(dir, c, L.cfg, L.groups.world->size());
   L.arm->mutated().loaded(c);
   std::map<std::string, at::Tensor> saved(c.tensors.begin(), c.tensors.end());
   at::NoGradGuard no_grad;  // the parameters are autograd leaves: written as the optimizer writes them
