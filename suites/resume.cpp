@@ -50,6 +50,18 @@ RunConfig resume_base(RunConfig c) {
   return c;
 }
 
+// fp16 with dynamic loss scaling from `scale`, logged every iteration (Megatron turns the NaN check off there).
+RunConfig fp16_resume_base(RunConfig c, double scale, int64_t growth_interval) {
+  c = resume_base(c);
+  c.log_interval = 1;
+  c.dynamic_loss_scale = true;
+  c.dynamic_scaler.initial_scale = scale;
+  c.dynamic_scaler.min_scale = 1.0;
+  c.dynamic_scaler.growth_interval = growth_interval;
+  c.rerun.check_for_nan_in_loss_and_grad = false;
+  return c;
+}
+
 const std::vector<SavePoint>& save_points() {
   static const std::vector<SavePoint> p = {
       {"log-point", 6, [](RunConfig c) { return resume_base(c); }},
@@ -77,14 +89,8 @@ const std::vector<SavePoint>& save_points() {
       // it (the next Inf, at 4, backs off only if it did).
       {"fp16-hysteresis", 2,
        [](RunConfig c) {
-         c = resume_base(c);
-         c.log_interval = 1;
-         c.dynamic_loss_scale = true;
-         c.dynamic_scaler.initial_scale = 65536.0;
-         c.dynamic_scaler.min_scale = 1.0;
-         c.dynamic_scaler.growth_interval = 2;
+         c = fp16_resume_base(c, 65536.0, 2);
          c.dynamic_scaler.hysteresis = 2;
-         c.rerun.check_for_nan_in_loss_and_grad = false;  // Megatron: off for fp16 with dynamic loss scaling
          c.faults = inject(parse_fault_specs(fmt::format(
              "iter=1,site=grad,bucket=0,rank={0},kind=inf;iter=3,site=grad,bucket=0,rank={0},kind=inf",
              world_size() - 1)));
@@ -93,16 +99,7 @@ const std::vector<SavePoint>& save_points() {
       // Growth interval 4 and no overflow: the save at 2 holds a growth tracker of 2, so the scale doubles after
       // iteration 4 only if the load restored it.
       {"fp16-growth", 2,
-       [](RunConfig c) {
-         c = resume_base(c);
-         c.log_interval = 1;
-         c.dynamic_loss_scale = true;
-         c.dynamic_scaler.initial_scale = 4096.0;
-         c.dynamic_scaler.min_scale = 1.0;
-         c.dynamic_scaler.growth_interval = 4;
-         c.rerun.check_for_nan_in_loss_and_grad = false;
-         return c;
-       }},
+       [](RunConfig c) { return fp16_resume_base(c, 4096.0, 4); }},
   };
   return p;
 }

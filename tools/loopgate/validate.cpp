@@ -22,6 +22,7 @@
 #include "fixtures/golden.h"
 #include "tools/loopgate/verdicts.h"
 #include "trainer/common/error.h"
+#include "trainer/loop/checkpoint.h"
 #include "trainer/model/init.h"
 #include "trainer/optim/grad_buffer.h"
 
@@ -199,11 +200,7 @@ void check_checkpoints(const RunOptions& o) {
   const RunConfig& c = o.config;
   if (!c.save_dir.empty()) {
     check_output_dir("--save", c.save_dir);
-    for (const auto& [flag, n] : {std::pair<const char*, int64_t>{"--save-interval", c.save_interval},
-                                  {"--exit-interval", c.exit_interval}})
-      LG_INPUT_CHECK(n == 0 || (n >= 2 && n % c.log_interval == 0),
-                     "{} {}: a save falls on a log point after iteration 1 (--log-interval {})", flag, n,
-                     c.log_interval);
+    check_save_intervals(c);
   }
   if (!c.load_dir.empty()) check_input_file("--load", c.load_dir + "/latest_checkpointed_iteration.txt");
 }

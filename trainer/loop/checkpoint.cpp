@@ -1,6 +1,7 @@
 #include "trainer/loop/checkpoint.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <torch/serialize/input-archive.h>
@@ -12,11 +13,14 @@
 #include <optional>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "trainer/capture/capture.h"
 #include "trainer/common/error.h"
 #include "trainer/measure/ledger.h"
+#include "trainer/optim/adam.h"
+#include "trainer/optim/grad_scaler.h"
 
 namespace loopgate {
 namespace {
@@ -45,6 +49,44 @@ void publish(const std::string& tmp, const std::string& path) {
 c10::IValue scalar(int64_t v) { return c10::IValue(v); }
 
 }  // namespace
+
+void check_save_intervals(const RunConfig& c) {
+  if (c.save_dir.empty()) return;
+  for (const auto& [flag, n] : {std::pair<const char*, int64_t>{"--save-interval", c.save_interval},
+                                {"--exit-interval", c.exit_interval}})
+    LG_INPUT_CHECK(n == 0 || (n >= 2 && n % c.log_interval == 0),
+                   "{} {}: a save falls on a log point after iteration 1 (--log-interval {})", flag, n, c.log_interval);
+}
+
+GraphState checkpoint_state(const Params& params, const Adam& adam, const GradScaler* scaler) {
+  GraphState s;
+  for (size_t i = 0; i < params.size(); ++i) s.emplace_back(fmt::format("param{}", i), params[i].value);
+  for (size_t i = 0; i < adam.size(); ++i) {
+    s.emplace_back(fmt::format("adam.main{}", i), adam.main_params()[i]);
+    s.emplace_back(fmt::format("adam.exp_avg{}", i), adam.exp_avg()[i]);
+    s.emplace_back(fmt::format("adam.exp_avg_sq{}", i), adam.exp_avg_sq()[i]);
+  }
+  s.emplace_back("adam.step", adam.step_count());
+  if (scaler) s.emplace_back("scaler.scale", scaler->scale());
+  if (const auto* d = dynamic_cast<const DynamicGradScaler*>(scaler)) {
+    s.emplace_back("scaler.growth_tracker", d->growth_tracker());
+    s.emplace_back("scaler.hysteresis_tracker", d->hysteresis_tracker());
+  }
+  return s;
+}
+
+void restore_checkpoint_state(const std::string& dir, const Checkpoint& c, const GraphState& live) {
+  std::map<std::string, at::Tensor> saved(c.tensors.begin(), c.tensors.end());
+  at::NoGradGuard no_grad;  // the parameters are autograd leaves: written as the optimizer writes them
+  for (const auto& [name, t] : live) {
+    const auto it = saved.find(name);
+    LG_INPUT_CHECK(it != saved.end() && it->second.sizes() == t.sizes() && it->second.scalar_type() == t.scalar_type(),
+                   "--load {}: its iteration {} holds no {} of this run's shape and dtype (another model or layout)",
+                   dir, c.iteration, name);
+    at::Tensor target = t;
+    target.copy_(it->second);
+  }
+}
 
 std::vector<std::pair<std::string, int64_t>> checkpoint_args(const RunConfig& c, int world) {
   return {{"num-layers", c.model.layers},

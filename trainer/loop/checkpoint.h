@@ -10,9 +10,14 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/capture/capture.h"
 #include "trainer/loop/config.h"
+#include "trainer/model/param.h"
 
 namespace loopgate {
+
+class Adam;
+class GradScaler;
 
 inline constexpr int64_t kCheckpointFormat = 1;
 
@@ -29,6 +34,19 @@ struct Checkpoint {
 std::vector<std::pair<std::string, int64_t>> checkpoint_args(const RunConfig& c, int world);
 // InputError, naming the flag and both values, where `c` was saved with other args than `run` has.
 void check_checkpoint_args(const std::string& dir, const Checkpoint& c, const RunConfig& run, int world);
+
+// Saves fall on log points after iteration 1: there every family has read and reset its log window (Megatron's
+// first line does not reset it), so the run's state is the saved state, the scheduler and the position. InputError,
+// naming the flag, for a --save-interval or --exit-interval (with --save) that is not such a point.
+void check_save_intervals(const RunConfig& c);
+
+// The live tensors a checkpoint holds besides the scheduler and the position: the parameters, Adam's main
+// parameters, moments and step count, the loss scaler (`scaler` null: none). Nothing else carries over: the model
+// has no dropout and the data is a function of the iteration.
+GraphState checkpoint_state(const Params& params, const Adam& adam, const GradScaler* scaler);
+// Writes `c`'s tensors into `live` in place (a graph captured later reads these addresses). InputError, naming
+// `dir`, when one is missing or of another shape or dtype.
+void restore_checkpoint_state(const std::string& dir, const Checkpoint& c, const GraphState& live);
 
 // DIR/iter_NNNNNNN.
 std::string checkpoint_iteration_dir(const std::string& dir, int64_t iteration);

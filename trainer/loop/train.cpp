@@ -154,36 +154,6 @@ void timer_stop(Loop& L, const char* name) {
 
 // ---- checkpoints (checkpoint.h): Megatron's save_checkpoint and load_checkpoint ----
 
-// What a checkpoint holds besides the scheduler and the position: the parameters, Adam's main parameters, moments
-// and step count, the loss scaler. The live tensors: a load writes them in place (a graph captured later reads
-// these addresses). Nothing else carries over: the model has no dropout and the data is a function of the iteration.
-GraphState saved_state(const Loop& L) {
-  GraphState s;
-  for (size_t i = 0; i < L.stage.params.size(); ++i) s.emplace_back(fmt::format("param{}", i), L.stage.params[i].value);
-  for (size_t i = 0; i < L.adam->size(); ++i) {
-    s.emplace_back(fmt::format("adam.main{}", i), L.adam->main_params()[i]);
-    s.emplace_back(fmt::format("adam.exp_avg{}", i), L.adam->exp_avg()[i]);
-    s.emplace_back(fmt::format("adam.exp_avg_sq{}", i), L.adam->exp_avg_sq()[i]);
-  }
-  s.emplace_back("adam.step", L.adam->step_count());
-  if (L.scaler) s.emplace_back("scaler.scale", L.scaler->scale());
-  if (const auto* d = dynamic_cast<const DynamicGradScaler*>(L.scaler.get())) {
-    s.emplace_back("scaler.growth_tracker", d->growth_tracker());
-    s.emplace_back("scaler.hysteresis_tracker", d->hysteresis_tracker());
-  }
-  return s;
-}
-
-// Saves fall on log points after iteration 1: there every family has read and reset its log window (Megatron's
-// first line does not reset it), so the run's state is the saved state, the scheduler and the position.
-void check_saves(const RunConfig& c) {
-  if (c.save_dir.empty()) return;
-  for (const auto& [flag, n] : {std::pair<const char*, int64_t>{"--save-interval", c.save_interval},
-                                {"--exit-interval", c.exit_interval}})
-    LG_INPUT_CHECK(n == 0 || (n >= 2 && n % c.log_interval == 0),
-                   "{} {}: a save falls on a log point after iteration 1 (--log-interval {})", flag, n, c.log_interval);
-}
-
 // After iteration `done`'s training_log. A family that counts its successful steps on the device hands the count
 // over first (one read), so the host's scheduler is the device's.
 void save(Loop& L, int64_t done) {
@@ -195,7 +165,7 @@ void save(Loop& L, int64_t done) {
   c.consumed_samples = L.consumed_samples;
   c.scheduler_steps = L.scheduler->num_steps();
   c.args = checkpoint_args(L.cfg, L.groups.world->size());
-  const GraphState live = saved_state(L);
+  const GraphState live = checkpoint_state(L.stage.params, *L.adam, L.scaler.get());
   std::vector<at::Tensor> tensors;
   for (const auto& [name, t] : live) tensors.push_back(t);
   const std::vector<at::Tensor> host = L.ledger.host_copies(tensors);
@@ -213,15 +183,7 @@ void load(Loop& L) {
   Checkpoint c = load_checkpoint(dir, L.rank, L.groups.world->size());
   check_checkpoint_args(dir, c, L.cfg, L.groups.world->size());
   L.arm->mutated().loaded(c);
-  std::map<std::string, at::Tensor> saved(c.tensors.begin(), c.tensors.end());
-  at::NoGradGuard no_grad;  // the parameters are autograd leaves: written as the optimizer writes them
-  for (const auto& [name, t] : saved_state(L)) {
-    const auto it = saved.find(name);
-    LG_INPUT_CHECK(it != saved.end() && it->second.sizes() == t.sizes() && it->second.scalar_type() == t.scalar_type(),
-                   "--load {}: its iteration {} holds no {} of this run's shape and dtype (another model or layout)",
-                   dir, c.iteration, name);
-    t.copy_(it->second);
-  }
+  restore_checkpoint_state(dir, c, checkpoint_state(L.stage.params, *L.adam, L.scaler.get()));
   LG_INPUT_CHECK(c.iteration < L.cfg.train_iters, "--load {}: its iteration {} is not before --train-iters {}", dir,
                  c.iteration, L.cfg.train_iters);
   L.scheduler->step(c.scheduler_steps);
@@ -270,7 +232,7 @@ void setup(Loop& L) {
   si.global_batch_size = cfg.data.global_batch;
   si.weight_decay = cfg.weight_decay;
   L.scheduler = std::make_unique<OptimizerParamScheduler>(from_iters(si));
-  check_saves(cfg);
+  check_save_intervals(cfg);
   if (!cfg.load_dir.empty()) load(L);
 
   begin_segment(L);
