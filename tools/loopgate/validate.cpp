@@ -20,6 +20,7 @@
 
 #include "fixtures/fixtures.h"
 #include "fixtures/golden.h"
+#include "fixtures/harness/seconds.h"
 #include "tools/loopgate/verdicts.h"
 #include "trainer/common/error.h"
 #include "trainer/loop/checkpoint.h"
@@ -283,11 +284,8 @@ void validate_gate_options(const GateOptions& o) {
   // The suites' own timeouts, which the launch passes on in the environment: a typo must not turn one off.
   for (const char* var : {"LOOPGATE_TEST_TIMEOUT", "LOOPGATE_PROGRESS_TIMEOUT", "LOOPGATE_STALL_TIMEOUT"}) {
     const char* v = std::getenv(var);
-    if (v == nullptr) continue;
-    char* end = nullptr;
-    const double seconds = std::strtod(v, &end);
-    LG_INPUT_CHECK(*v != '\0' && *end == '\0' && seconds >= 0 && seconds <= 1e9,
-                   "{}={}: must be a number of seconds >= 0", var, quoted(v));
+    LG_INPUT_CHECK(v == nullptr || timeout_seconds(v), "{}={}: must be a number of seconds >= 0", var,
+                   quoted(v ? v : ""));
   }
   struct stat st;
   LG_INPUT_CHECK(stat(o.suites_exe.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(o.suites_exe.c_str(), X_OK) == 0,
