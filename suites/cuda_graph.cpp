@@ -40,8 +40,8 @@ RunConfig graph_config() {
   return c;
 }
 
-// Replayable iterations of `c` (1-based), as trainer/loop/replay.h's Replay::replays picks them for a clean run: every one
-// from the third, log points included.
+// Replayable iterations of `c` (1-based), as the replayed step driver picks them for a clean run
+// (trainer/loop/replay.cpp): every one from the third, log points included.
 std::vector<int64_t> replayable(const RunConfig& c) {
   std::vector<int64_t> out;
   for (int64_t done = 3; done <= c.train_iters; ++done) out.push_back(done);

@@ -92,7 +92,7 @@ class IterationGraph {
   virtual void cut(const std::function<void()>& action) = 0;
   virtual void reset() = 0;  // another arm's state: the next run captures afresh
   virtual bool off() const = 0;
-  const GraphReport& report() const { return report_; }
+  virtual const GraphReport& report() const { return report_; }
 
  protected:
   GraphReport report_;

@@ -18,9 +18,11 @@
 
 #include "trainer/capture/capture.h"
 #include "trainer/common/error.h"
+#include "trainer/loop/mutation.h"
 #include "trainer/measure/ledger.h"
 #include "trainer/optim/adam.h"
 #include "trainer/optim/grad_scaler.h"
+#include "trainer/optim/scheduler.h"
 
 namespace loopgate {
 namespace {
@@ -213,6 +215,35 @@ Checkpoint load_checkpoint(const std::string& dir, int rank, int world) {
   LG_INPUT_CHECK(static_cast<int64_t>(tensor_checksum(values)) == number("loopgate.checksum"),
                  "--load {}: {}: its tensors do not match its checksum (a damaged file)", dir, path);
   return c;
+}
+
+void save_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, Ledger& ledger,
+                      const Mutation& m) {
+  Checkpoint c;
+  c.iteration = s.iteration;
+  c.consumed_samples = s.consumed_samples;
+  c.scheduler_steps = s.scheduler.num_steps();
+  c.args = checkpoint_args(cfg, world);
+  const GraphState live = checkpoint_state(s.params, s.adam, s.scaler);
+  std::vector<at::Tensor> tensors;
+  for (const auto& [name, t] : live) tensors.push_back(t);
+  const std::vector<at::Tensor> host = ledger.host_copies(tensors);
+  for (size_t i = 0; i < live.size(); ++i) c.tensors.emplace_back(live[i].first, host[i]);
+  m.saving(c);
+  save_checkpoint(cfg.save_dir, rank, world, c);
+}
+
+void load_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const Mutation& m) {
+  const std::string& dir = cfg.load_dir;
+  Checkpoint c = load_checkpoint(dir, rank, world);
+  check_checkpoint_args(dir, c, cfg, world);
+  m.loaded(c);
+  restore_checkpoint_state(dir, c, checkpoint_state(s.params, s.adam, s.scaler));
+  LG_INPUT_CHECK(c.iteration < cfg.train_iters, "--load {}: its iteration {} is not before --train-iters {}", dir,
+                 c.iteration, cfg.train_iters);
+  s.scheduler.step(c.scheduler_steps);
+  s.consumed_samples = c.consumed_samples;
+  s.iteration = c.iteration;
 }
 
 }  // namespace loopgate

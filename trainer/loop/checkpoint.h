@@ -18,6 +18,9 @@ namespace loopgate {
 
 class Adam;
 class GradScaler;
+class Ledger;
+class Mutation;
+class OptimizerParamScheduler;
 
 inline constexpr int64_t kCheckpointFormat = 1;
 
@@ -56,5 +59,25 @@ void save_checkpoint(const std::string& dir, int rank, int world, const Checkpoi
 // The tracker's iteration, then this rank's file of it. InputError, naming the file, when one is missing or
 // unreadable, of another format, rank or world size, or its tensors do not match its checksum.
 Checkpoint load_checkpoint(const std::string& dir, int rank, int world);
+
+// What a checkpoint holds of a run, as a view of its live state: Megatron's model, optimizer and opt_param_scheduler,
+// and the position in the data.
+struct TrainState {
+  const Params& params;
+  Adam& adam;
+  GradScaler* scaler;  // null: none
+  OptimizerParamScheduler& scheduler;
+  int64_t& consumed_samples;
+  int64_t& iteration;  // the iterations done
+};
+
+// Megatron's save_checkpoint into --save: the state read to the host, handed through `m` (Mutation::saving), then
+// this rank's file and, once every rank's is in place, the tracker. Collective over the world.
+void save_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, Ledger& ledger,
+                      const Mutation& m);
+// Megatron's load_checkpoint from --load: the file read and checked, handed through `m` (Mutation::loaded), then
+// written into `s` in place and the scheduler stepped by its saved steps, as its load_state_dict does. InputError,
+// naming the file or the flag, for a checkpoint this run cannot continue.
+void load_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const Mutation& m);
 
 }  // namespace loopgate

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/capture/capture.h"
 #include "trainer/timers/timers.h"
 #include "trainer/measure/async_copy.h"
 #include "trainer/model/module_tap.h"
@@ -47,6 +48,8 @@ class Mutation {
   // model's boundaries only when changes_modules() (or --digests) says so: a tap costs host time per module.
   virtual bool changes_modules() const { return false; }
   virtual at::Tensor module_boundary(const ModuleSite&, Boundary, at::Tensor t) const { return t; }
+  // The graph --cuda-graph iteration captures into and replays (capture.h), made once per run with its first arm.
+  virtual std::unique_ptr<IterationGraph> iteration_graph(std::unique_ptr<IterationGraph> made) const { return made; }
   // The data-parallel group the grad buffer's bucket all-reduces go through.
   virtual CommPtr grad_sync_group(CommPtr dp) const { return dp; }
 
@@ -66,8 +69,6 @@ class Mutation {
   virtual bool scheduler_steps(bool update_successful) const { return update_successful; }
   // The grad norm a log point reports, given this log point's and the previous log point's.
   virtual double logged_grad_norm(double now, double /*previous*/) const { return now; }
-  // A level-1 timer's start or stop as a replayed iteration runs it between its graph's segments (capture.h cut).
-  virtual std::function<void()> graph_timer_action(std::function<void()> action) const { return action; }
   // The intervals a timer report is about to publish (a log point's, or the drain's), in order.
   virtual void timer_report(std::vector<TimerInterval>& /*reported*/) const {}
   // After training_log, every iteration.

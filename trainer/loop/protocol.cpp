@@ -36,13 +36,4 @@ bool ProtocolBase::exit_vote(int64_t iteration, bool log_point, const LogOutputs
   return exit_.vote(iteration, log_point, log.exit_vote);
 }
 
-void ProtocolBase::issue_log_read(const LogInputs&) {
-  LG_CHECK(false, "issue_log_read: this protocol's log read does not trail (log_read_can_trail is false)");
-}
-
-LogOutputs ProtocolBase::land_log_read(const LogInputs&) {
-  LG_CHECK(false, "land_log_read: this protocol's log read does not trail (log_read_can_trail is false)");
-  return {};
-}
-
 }  // namespace loopgate

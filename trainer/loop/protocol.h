@@ -69,6 +69,22 @@ struct StepVerdict {
   VerdictPhase phase = VerdictPhase::kBeforeStep;  // where that decision acts (recorded when not proceed)
 };
 
+// What a family that reads nothing between log points offers the replayed step (--cuda-graph iteration,
+// step_driver.h): the device tensors a replay reads and writes in place, and its log point's read in two halves, so
+// the read can trail the next replay.
+class Replayable {
+ public:
+  virtual ~Replayable() = default;
+  virtual GraphState device_state() const = 0;
+  // Whether a log point's read may trail the next replay: only where nothing the read brings could stop that step
+  // (zerosync without the exit vote: an abort masks every later step on the device already).
+  virtual bool log_read_can_trail() const = 0;
+  // training_log at a log point, in two halves: issue_log_read starts the batched read, and the loop launches the
+  // next replay before land_log_read waits on it and makes the line.
+  virtual void issue_log_read(const LogInputs& in) = 0;
+  virtual LogOutputs land_log_read(const LogInputs& in) = 0;
+};
+
 class LoopProtocol {
  public:
   virtual ~LoopProtocol() = default;
@@ -76,9 +92,6 @@ class LoopProtocol {
   // commit 1: every microbatch loss and grad bucket (eager or deferred, as the arm says).
   virtual void nan_check(RerunStateMachine& rerun, Site site, const at::Tensor& value) = 0;
   virtual LoopTimers& timers() = 0;
-  // Whether the host reads anything between log points: if not, non-log iterations may replay as a CUDA graph,
-  // and each log point backfills its window's skips and faults.
-  virtual bool reads_between_log_points() const = 0;
   // A segment of this arm begins (a family that steps its own count on the device takes the LR schedule here).
   virtual void begin_segment(const SegmentStart& start) = 0;
   // The rerun decision (should_run_forward_backward at loop exit), before optimizer.step.
@@ -87,21 +100,16 @@ class LoopProtocol {
   virtual StepVerdict after_step(RerunStateMachine& rerun, const StepDone& step) = 0;
   // Megatron's training_log: every iteration, a line at log points.
   virtual LogOutputs training_log(const LogInputs& in) = 0;
-  // A log point's read that trails (--cuda-graph iteration): issue_log_read starts the batched read, and the loop
-  // launches the next iteration's replay before land_log_read waits on it and makes the line; together they are
-  // training_log. Only where nothing the read brings can stop the next step: zerosync without the exit vote (an
-  // abort masks every later step on the device already).
-  virtual bool log_read_can_trail() const = 0;
-  virtual void issue_log_read(const LogInputs& in) = 0;
-  virtual LogOutputs land_log_read(const LogInputs& in) = 0;
   // checkpoint_and_decide_exit's duration vote.
   virtual bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) = 0;
-  // The device tensors a replayed iteration reads and writes in place (--cuda-graph iteration; capture.h).
-  virtual GraphState device_state() const = 0;
   // A segment ends: the successful steps the device counted (zerosync: one read), nullopt where the host knows.
   virtual std::optional<int64_t> end_segment() = 0;
   // Drains every timer: every interval ever reported, in report order, and counters.
   virtual TimerSummary finish() = 0;
+  // The family's replay facet where it reads nothing between log points; null where the host reads every iteration
+  // (then every iteration runs eagerly, and the host knows each step's outcome as it happens).
+  virtual Replayable* replayable() { return nullptr; }
+  bool reads_between_log_points() { return replayable() == nullptr; }
 };
 
 // What the three families share: the NaN checks, the timers, the exit vote, and the deferred accumulators' seeds.
@@ -114,13 +122,8 @@ class ProtocolBase : public LoopProtocol {
     nan_check_.check(rerun, site, value);
   }
   LoopTimers& timers() override { return timers_; }
-  bool reads_between_log_points() const override { return true; }
   void begin_segment(const SegmentStart&) override {}
   bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) override;
-  bool log_read_can_trail() const override { return false; }
-  void issue_log_read(const LogInputs&) override;  // fails: only a protocol whose read can trail has them
-  LogOutputs land_log_read(const LogInputs&) override;
-  GraphState device_state() const override { return {}; }
   std::optional<int64_t> end_segment() override { return std::nullopt; }
   TimerSummary finish() override { return timers_.finish(); }
 

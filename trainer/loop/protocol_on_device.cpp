@@ -22,12 +22,11 @@ at::TensorOptions f64() { return on_run_device(at::kDouble); }
 // Non-finite as a predicate in two kernels: x * 0 is 0 for every finite x (a NaN or an infinity gives NaN).
 at::Tensor any_nonfinite(const at::Tensor& x) { return x.mul(0).ne(0); }
 
-class OnDeviceProtocol final : public ProtocolBase {
+class OnDeviceProtocol final : public ProtocolBase, public Replayable {
  public:
   OnDeviceProtocol(const SiteContext& c, bool instrumented)
       : ProtocolBase(c, instrumented), log_read_(make_log_read(Site::kBatchedLogRead)) {}
 
-  bool reads_between_log_points() const override { return false; }
   void begin_segment(const SegmentStart& start) override;
   StepGate before_step(RerunStateMachine& rerun, int64_t iteration, bool log_point) override;
   StepVerdict after_step(RerunStateMachine& rerun, const StepDone& step) override;
@@ -39,6 +38,7 @@ class OnDeviceProtocol final : public ProtocolBase {
   std::optional<int64_t> end_segment() override {
     return static_cast<int64_t>(c_.ledger.read(Site::kBatchedLogRead, steps_done_).at(0));
   }
+  Replayable* replayable() override { return this; }  // nothing is read between log points
 
  private:
   bool abort_outcome() const {

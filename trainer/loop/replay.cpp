@@ -1,12 +1,68 @@
-#include "trainer/loop/replay.h"
-
+// The replayed step driver (step_driver.h): --cuda-graph iteration.
 #include <fmt/format.h>
 
 #include <utility>
 
-namespace loopgate {
+#include "trainer/common/error.h"
+#include "trainer/loop/instruments.h"
+#include "trainer/loop/mutation.h"
+#include "trainer/loop/step_driver.h"
+#include "trainer/measure/ledger.h"
 
-void Replay::stage(Batch b) {
+namespace loopgate {
+namespace {
+
+class ReplayDriver final : public StepDriver {
+ public:
+  ReplayDriver(const RunConfig& cfg, std::unique_ptr<IterationGraph> graph, Ledger& ledger, RerunStateMachine& rerun,
+               Instruments& instruments, LoopStep loop)
+      : cfg_(cfg), graph_(std::move(graph)), ledger_(ledger), rerun_(rerun), instruments_(instruments),
+        loop_(std::move(loop)) {}
+
+  void begin_segment(int64_t since) override {
+    graph_->reset();
+    since_ = since;
+  }
+  StepOutcome step(LoopProtocol& protocol, int64_t iteration, bool log_point, IterationRecord& rec) override;
+  void timer_action(const std::function<void()>& action) override { in_body_ ? graph_->cut(action) : action(); }
+  std::optional<LogOutputs> training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome& step,
+                                         const IterationRecord& rec, bool may_trail) override;
+  bool land_trailing(LoopProtocol& protocol, const AfterLog& rest) override;
+  bool trailing() const override { return trailing_.has_value(); }
+  GraphReport report() const override { return graph_->report(); }
+
+ private:
+  // Whether 0-based `iteration` replays: under a protocol that reads nothing between log points, not the first two
+  // (warm-up: cuBLAS, NCCL and the allocator initialise lazily), nor an arm's first after it took over (its buffers,
+  // e.g. the rerun bank, settle their sizes: a graph captured while one grows keeps the freed storage), nor one a
+  // planned fault hits (the injector decides on the host). The rest replay, log points too.
+  bool replays(LoopProtocol& protocol, int64_t iteration) const {
+    const bool fault_planned = cfg_.faults && cfg_.faults->planned_at(iteration);
+    return protocol.replayable() && !graph_->off() && iteration >= 2 && iteration > since_ && !fault_planned;
+  }
+  // The graph reads its batch from static buffers: each replay's batch is copied in first, outside the graph (the
+  // first one is adopted as the buffers).
+  void stage(Batch b);
+
+  const RunConfig& cfg_;
+  std::unique_ptr<IterationGraph> graph_;
+  Ledger& ledger_;
+  RerunStateMachine& rerun_;
+  Instruments& instruments_;
+  LoopStep loop_;
+  int64_t since_ = 0;
+  bool in_body_ = false;
+  Batch batch_;
+  std::string schedule_;  // the captured iteration's (a replay runs no host code)
+  LogInputs inputs_;      // the captured iteration's log inputs: tensors every replay rewrites in place
+  struct Trailing {       // a log point whose read was issued but has not landed
+    IterationRecord rec;
+    LogInputs in;
+  };
+  std::optional<Trailing> trailing_;
+};
+
+void ReplayDriver::stage(Batch b) {
   if (batch_.microbatches.empty()) {
     batch_ = std::move(b);
     return;
@@ -17,25 +73,70 @@ void Replay::stage(Batch b) {
   }
 }
 
-void Replay::run(int64_t iteration, const std::function<void()>& body, GraphState state) {
+// train_step's device work and the log inputs, captured once and replayed; the host's bookkeeping, the Trace's
+// checksums and a log point's read (training_log, from the captured inputs) stay outside.
+StepOutcome ReplayDriver::step(LoopProtocol& protocol, int64_t iteration, bool log_point, IterationRecord& rec) {
+  if (!replays(protocol, iteration)) return loop_.train(iteration, log_point, rec, nullptr);
+  ledger_.begin_iteration(iteration);
+  ScopedSite numerics("numerics");
+  rerun_.begin_iteration(iteration);
+  stage(loop_.batch(iteration));
+  const uint64_t before = loop_.checksum();  // forward-backward leaves them alone
+  GraphState state = loop_.state();
+  for (auto& e : protocol.replayable()->device_state()) state.push_back(std::move(e));
   for (size_t m = 0; m < batch_.microbatches.size(); ++m) {
     state.emplace_back(fmt::format("batch{}.tokens", m), batch_.microbatches[m].tokens);
     state.emplace_back(fmt::format("batch{}.labels", m), batch_.microbatches[m].labels);
   }
-  graph_->run(iteration, [&] {
+  protocol.timers().start("cuda-graph");
+  graph_->run(iteration + 1, [&] {
     struct InBody {
       bool& flag;
       explicit InBody(bool& f) : flag(f) { flag = true; }
       ~InBody() { flag = false; }
     } in_body(in_body_);
-    body();
+    Instruments::Quiet quiet(instruments_);  // a replay runs no host code: its checksums come around it
+    inputs_ = loop_.log_inputs(loop_.train(iteration, /*log_point=*/false, rec, &batch_));
   }, state);
+  protocol.timers().stop("cuda-graph");
+  if (!rec.schedule.empty()) schedule_ = rec.schedule;  // recorded where the body ran on the host
+  rec.schedule = schedule_;
+  rec.param_checksum_before = before;  // the body's quiet checksums are zeros
+  rec.param_checksum_after = loop_.checksum();
+  StepOutcome out;
+  out.inputs = inputs_;
+  out.replayed = true;
+  return out;
 }
 
-std::string Replay::schedule(const std::string& recorded) {
-  if (recorded.empty()) return schedule_;
-  schedule_ = recorded;
-  return recorded;
+// A replayed log point's read trails the next iteration's replay where that one replays too and nothing the read
+// brings could stop it (Replayable::log_read_can_trail).
+std::optional<LogOutputs> ReplayDriver::training_log(LoopProtocol& protocol, const LogInputs& in,
+                                                     const StepOutcome& step, const IterationRecord& rec,
+                                                     bool may_trail) {
+  Replayable* r = protocol.replayable();
+  if (!(may_trail && step.replayed && in.log_point && replays(protocol, in.iteration) && r->log_read_can_trail()))
+    return protocol.training_log(in);
+  r->issue_log_read(in);
+  trailing_ = Trailing{rec, in};
+  return std::nullopt;
+}
+
+bool ReplayDriver::land_trailing(LoopProtocol& protocol, const AfterLog& rest) {
+  if (!trailing_) return true;
+  Trailing t = std::move(*trailing_);
+  trailing_.reset();
+  Ledger::CountAs own(ledger_, t.rec.iteration - 1);
+  const LogOutputs log = protocol.replayable()->land_log_read(t.in);
+  return rest(t.rec, t.in, log);
+}
+
+}  // namespace
+
+std::unique_ptr<StepDriver> make_replay_driver(const RunConfig& cfg, std::unique_ptr<IterationGraph> graph,
+                                               Ledger& ledger, RerunStateMachine& rerun, Instruments& instruments,
+                                               LoopStep loop) {
+  return std::make_unique<ReplayDriver>(cfg, std::move(graph), ledger, rerun, instruments, std::move(loop));
 }
 
 }  // namespace loopgate

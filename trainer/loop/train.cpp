@@ -31,7 +31,7 @@
 #include "trainer/loop/mutation.h"
 #include "trainer/measure/async_copy.h"
 #include "trainer/loop/protocol.h"
-#include "trainer/loop/replay.h"
+#include "trainer/loop/step_driver.h"
 #include "trainer/model/gpt.h"
 #include "trainer/optim/clip_grads.h"
 #include "trainer/optim/grad_buffer.h"
@@ -42,19 +42,17 @@
 namespace loopgate {
 namespace {
 
-struct StepOutcome {
-  at::Tensor loss;  // [1] token-weighted lm loss of the global batch (last stage; undefined elsewhere)
-  OptimizerStepResult step;
-  bool skipped = false;
-  Decision decision;
-  std::optional<LogInputs> inputs;  // training_log's inputs, computed once (a family may read them with the step)
-  bool replayed = false;            // a replay of the captured iteration (Replay): only its log points log
+// The current arm's segment: what select_protocol and select_schedule chose for it, and where it began.
+struct Segment {
+  const Arm* arm;                          // TrainSession::run may change it between segments
+  std::unique_ptr<LoopProtocol> protocol;  // the arm's loop protocol
+  Schedule schedule;                       // the layout's pipeline schedule, as the arm's mutation leaves it
+  int64_t since = 0;                       // 0-based: the segment's first iteration
 };
 
 // ---- state of one run on one rank ----
 struct Loop {
   const RunConfig& cfg;
-  const Arm* arm;  // the arm of the current segment (TrainSession::run may change it between segments)
   Ledger ledger;
   Instruments instruments;  // loopgate's own: checksums, digests, collective records, counts, the capture probe
   ProcessGroups groups;     // the run's groups, as the instruments wrap them
@@ -65,20 +63,18 @@ struct Loop {
   GradScalerPtr scaler;
   std::unique_ptr<OptimizerParamScheduler> scheduler;
   RerunStateMachine rerun;
-  std::unique_ptr<LoopProtocol> protocol;  // the arm's loop protocol; rebuilt when the arm changes
-  std::unique_ptr<Upload> upload;          // the batch's host-to-device copies (async_copy.h)
-  Schedule schedule;
-  std::unique_ptr<Replay> replay;           // --cuda-graph iteration (RunConfig::cuda_graph_iteration)
+  Segment seg;
+  std::unique_ptr<Upload> upload;      // the batch's host-to-device copies (async_copy.h)
+  std::unique_ptr<StepDriver> driver;  // eager, or --cuda-graph iteration's replays (step_driver.h)
   int64_t consumed_samples = 0;
   int64_t next_iteration = 0;  // 0-based: iterations done so far
-  int64_t arm_since = 0;       // 0-based: the first iteration of the current arm's segment
   bool ended = false;          // abort, exit vote, or a capture probe that stopped the run
   RunResult result;
 
   Loop(const RunConfig& c, const Arm& a, ProcessGroups& g, int r)
-      : cfg(c), arm(&a), instruments(c, ledger), groups(instruments.wrap(g, r)), rank(r),
+      : cfg(c), instruments(c, ledger), groups(instruments.wrap(g, r)), rank(r),
         stage(gpt_build(c.model, Layout::build(groups.world->size(), c.layout), r, groups)), rerun(c.rerun),
-        protocol(select_protocol(a, c, ledger, groups, r)), schedule(select_schedule(stage.layout)) {}
+        seg{&a, select_protocol(a, c, ledger, groups, r), select_schedule(stage.layout)} {}
 };
 
 MainGrads main_grads(Loop& L) {
@@ -105,7 +101,7 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
   hooks.on_microbatch_loss = [&L, iteration](int mb, const at::Tensor& report) {
     at::Tensor r = report;  // poisoned in place: the reported loss is what Megatron validates
     if (L.cfg.faults) L.cfg.faults->at_loss(iteration, mb, L.rank, r);
-    L.protocol->nan_check(L.rerun, Site::kNanCheckLoss, r.select(0, 0));
+    L.seg.protocol->nan_check(L.rerun, Site::kNanCheckLoss, r.select(0, 0));
   };
   L.instruments.hook(hooks);
   L.buffer->before_bucket_ready = [&L, iteration](int bucket, at::Tensor& grads) {
@@ -114,7 +110,7 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
   L.buffer->on_bucket_ready = [&L](int, at::Tensor& grads) {
     // Megatron check_grads: the bucket's local (pre-DP) grad norm must be finite.
     ScopedSite scope(site_name(Site::kNanCheckGrad));
-    L.protocol->nan_check(L.rerun, Site::kNanCheckGrad, grads.norm());
+    L.seg.protocol->nan_check(L.rerun, Site::kNanCheckGrad, grads.norm());
   };
   // Megatron config.grad_scale_func = optimizer.scale_loss: loss * get_loss_scale() before backward. Without a
   // scaler that scale is 1.0, so it is left out (no kernel).
@@ -129,119 +125,55 @@ int64_t scheduler_increment(const Loop& L) {
   return int64_t{num_microbatches(L.cfg.data, L.stage.layout)} * L.cfg.data.micro_batch * L.stage.layout.dp();
 }
 
-// A segment of the current arm begins: the arm's mutation sees the schedule and the masked write (none: Megatron's),
-// its protocol the scheduler and the steps so far.
-void begin_segment(Loop& L) {
-  L.instruments.tap(L.stage, &L.arm);
-  L.schedule = select_schedule(L.stage.layout);
-  L.arm->mutated().schedule(L.schedule);
-  L.adam->set_masked_write(L.arm->mutated().masked_write());
-  L.protocol->begin_segment({*L.scheduler, scheduler_increment(L), L.next_iteration, L.cfg.train_iters});
+// A segment of the current arm begins at `since`: the arm's mutation sees the schedule and the masked write (none:
+// Megatron's), its protocol the scheduler and the steps so far, the driver a new arm's state.
+void begin_segment(Loop& L, int64_t since) {
+  L.seg.since = since;
+  L.instruments.tap(L.stage, &L.seg.arm);
+  L.seg.schedule = select_schedule(L.stage.layout);
+  L.seg.arm->mutated().schedule(L.seg.schedule);
+  L.adam->set_masked_write(L.seg.arm->mutated().masked_write());
+  L.seg.protocol->begin_segment({*L.scheduler, scheduler_increment(L), L.next_iteration, L.cfg.train_iters});
+  L.driver->begin_segment(since);
 }
 
-// The level-1 timers record events on the stream. Inside a graph's body they are the graph's cut actions
-// (capture.h): run between the captured stretches of work at every replay, not captured once and never re-armed.
-void timer_action(Loop& L, std::function<void()> action) {
-  if (!L.replay || !L.replay->in_body()) return action();
-  L.replay->cut(L.arm->mutated().graph_timer_action(std::move(action)));
+// A family that counts its successful steps on the device hands the count over (one read) where the host's scheduler
+// must be the device's: at a save and at the end of its segment.
+void catch_up_scheduler(Loop& L) {
+  if (const std::optional<int64_t> steps = L.seg.protocol->end_segment())
+    L.scheduler->step(scheduler_increment(L) * *steps - L.scheduler->num_steps());
 }
+
+// The level-1 timers record events on the stream, through the driver (inside a replayed body at every replay).
 void timer_start(Loop& L, const char* name) {
-  timer_action(L, [&L, name] { L.protocol->timers().start(name); });
+  L.driver->timer_action([&L, name] { L.seg.protocol->timers().start(name); });
 }
 void timer_stop(Loop& L, const char* name) {
-  timer_action(L, [&L, name] { L.protocol->timers().stop(name); });
+  L.driver->timer_action([&L, name] { L.seg.protocol->timers().stop(name); });
 }
 
 // ---- checkpoints (checkpoint.h): Megatron's save_checkpoint and load_checkpoint ----
-
-// After iteration `done`'s training_log. A family that counts its successful steps on the device hands the count
-// over first (one read), so the host's scheduler is the device's.
-void save(Loop& L, int64_t done) {
-  ScopedSite site("checkpoint");
-  if (const std::optional<int64_t> steps = L.protocol->end_segment())
-    L.scheduler->step(scheduler_increment(L) * *steps - L.scheduler->num_steps());
-  Checkpoint c;
-  c.iteration = done;
-  c.consumed_samples = L.consumed_samples;
-  c.scheduler_steps = L.scheduler->num_steps();
-  c.args = checkpoint_args(L.cfg, L.groups.world->size());
-  const GraphState live = checkpoint_state(L.stage.params, *L.adam, L.scaler.get());
-  std::vector<at::Tensor> tensors;
-  for (const auto& [name, t] : live) tensors.push_back(t);
-  const std::vector<at::Tensor> host = L.ledger.host_copies(tensors);
-  for (size_t i = 0; i < live.size(); ++i) c.tensors.emplace_back(live[i].first, host[i]);
-  L.arm->mutated().saving(c);
-  save_checkpoint(L.cfg.save_dir, L.rank, L.groups.world->size(), c);
-}
-
-// Before the first segment: the saved state in place, the scheduler stepped by its saved steps (as Megatron's
-// load_state_dict does), the position after the saved iteration. The new job warms up eagerly for two iterations
-// before it replays, as a job does from the start.
-void load(Loop& L) {
-  ScopedSite site("checkpoint");
-  const std::string& dir = L.cfg.load_dir;
-  Checkpoint c = load_checkpoint(dir, L.rank, L.groups.world->size());
-  check_checkpoint_args(dir, c, L.cfg, L.groups.world->size());
-  L.arm->mutated().loaded(c);
-  restore_checkpoint_state(dir, c, checkpoint_state(L.stage.params, *L.adam, L.scaler.get()));
-  LG_INPUT_CHECK(c.iteration < L.cfg.train_iters, "--load {}: its iteration {} is not before --train-iters {}", dir,
-                 c.iteration, L.cfg.train_iters);
-  L.scheduler->step(c.scheduler_steps);
-  L.consumed_samples = c.consumed_samples;
-  L.next_iteration = c.iteration;
-  L.arm_since = c.iteration + 1;
+TrainState train_state(Loop& L) {
+  return {L.stage.params, *L.adam, L.scaler.get(), *L.scheduler, L.consumed_samples, L.next_iteration};
 }
 
 // Megatron checkpoint_and_decide_exit's intervals, after training_log: a save at each --save-interval; at each
 // --exit-interval the run ends, saving first unless it just did. False when the run ends here.
 bool checkpoint_and_decide_exit(Loop& L, int64_t done) {
   const RunConfig& c = L.cfg;
+  const auto save = [&L] {
+    ScopedSite site("checkpoint");
+    catch_up_scheduler(L);
+    save_train_state(L.cfg, L.rank, L.groups.world->size(), train_state(L), L.ledger, L.seg.arm->mutated());
+  };
   const bool saved = !c.save_dir.empty() && c.save_interval > 0 && done % c.save_interval == 0;
-  if (saved) save(L, done);
+  if (saved) save();
   if (c.exit_interval == 0 || done % c.exit_interval != 0) return true;
-  if (!c.save_dir.empty() && !saved) save(L, done);
+  if (!c.save_dir.empty() && !saved) save();
   L.result.exited_on_interval = true;
   L.ended = true;
   return false;
 }
-
-// Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
-void setup(Loop& L) {
-  const RunConfig& cfg = L.cfg;
-  if (cfg.cuda_graph_iteration) {  // first, as the probe: the graph's stream before the grad buffer's hooks exist
-    LG_INPUT_CHECK(!cfg.capture.enabled(), "--cuda-graph iteration and --capture-probe: one at a time");
-    L.replay = std::make_unique<Replay>(cfg.model.device.is_cuda());
-  }
-  L.instruments.start_capture_probe();  // first: the run moves to its stream before the grad buffer's hooks exist
-  LG_INPUT_CHECK(!(cfg.digests && cfg.cuda_graph_iteration),
-                 "--digests with --cuda-graph iteration: a replayed iteration runs no host code to digest it");
-  L.upload = L.arm->mutated().batch_upload(
-      make_upload(L.ledger, cfg.model.device, cfg.async_emulation, cfg.stress, L.rank));
-  GradBufferConfig bcfg;
-  if (cfg.bucket_size > 0) bcfg.bucket_size = cfg.bucket_size;
-  L.buffer = std::make_unique<GradBuffer>(L.stage.params, L.arm->mutated().grad_sync_group(L.groups.dp), bcfg);
-  L.adam = std::make_unique<Adam>(L.stage.params, AdamConfig{}, L.stage.coord.tp, L.stage.is_first_stage(),
-                                  main_grads(L).offsets());  // laid out as the grad buffer
-  if (cfg.dynamic_loss_scale) {
-    L.scaler = std::make_unique<DynamicGradScaler>(cfg.dynamic_scaler, run_device());
-  } else if (cfg.loss_scale > 0) {
-    L.scaler = std::make_unique<ConstantGradScaler>(cfg.loss_scale, run_device());
-  }
-  SchedulerIters si = cfg.schedule;
-  si.train_iters = cfg.train_iters;
-  si.global_batch_size = cfg.data.global_batch;
-  si.weight_decay = cfg.weight_decay;
-  L.scheduler = std::make_unique<OptimizerParamScheduler>(from_iters(si));
-  check_save_intervals(cfg);
-  if (!cfg.load_dir.empty()) load(L);
-
-  begin_segment(L);
-  L.result.trace.arm = L.arm->name;
-  L.result.trace.fixture = cfg.fixture;
-  L.result.trace.world = L.groups.world->size();
-}
-
-LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point);
 
 // A rerun decision that is not "proceed", in the Trace.
 void note_verdict(IterationRecord& rec, int64_t iteration, VerdictPhase phase, const Decision& d) {
@@ -252,13 +184,13 @@ void note_verdict(IterationRecord& rec, int64_t iteration, VerdictPhase phase, c
 OptimizerStepResult step_optimizer(Loop& L, int64_t iteration, const StepGate& gate) {
   MainGrads grads = main_grads(L);
   double lr = L.scheduler->get_lr();
-  lr = L.arm->mutated().step_lr(lr);
+  lr = L.seg.arm->mutated().step_lr(lr);
   if (gate.host_lr) lr = *gate.host_lr;
   OptimizerStepResult r;
   L.instruments.region(iteration, "optimizer", [&] {
     r = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
                        L.scheduler->get_wd(), gate.mask.defined() ? &gate.mask : nullptr, gate.device_lr,
-                       L.arm->mutated().found_inf_reduction(L.groups));
+                       L.seg.arm->mutated().found_inf_reduction(L.groups));
   });
   return r;
 }
@@ -271,8 +203,28 @@ at::Tensor reduce_loss(Loop& L, const ForwardBackwardResult& fb) {
   return (val[0] / val[1]).reshape({1});
 }
 
+// What training_log receives (Megatron computes params norm in train() every iteration when logging it).
+LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point) {
+  LogInputs in;
+  in.loss = s.loss;
+  in.grad_norm = s.step.grad_norm;
+  in.num_zeros = s.step.num_zeros;
+  {
+    ScopedSite scope(site_name(Site::kLossScale));
+    in.loss_scale = get_loss_scale(L.scaler.get(), run_device());
+  }
+  if (L.cfg.log_params_norm) {
+    ScopedSite scope(site_name(Site::kParamsNorm));
+    in.params_norm = calc_params_l2_norm(L.stage.params, *L.groups.mp, L.stage.coord.tp, L.stage.is_first_stage());
+  }
+  in.learning_rate = L.scheduler->get_lr();
+  in.skipped = s.skipped;
+  in.log_point = log_point;
+  return in;
+}
+
 // ---- train_step: Megatron training.py train_step, in its order ----
-// `staged`: the graph's static batch (replay_step); null: this iteration's batch is made here.
+// `staged`: the graph's static batch (a replayed iteration's body); null: this iteration's batch is made here.
 StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec, const Batch* staged) {
   StepOutcome out;
   L.ledger.begin_iteration(iteration);
@@ -285,14 +237,14 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   ForwardBackwardResult fb;
   L.instruments.region(iteration, "forward_backward", [&] {
     L.buffer->zero();
-    fb = forward_backward(L.schedule, L.stage, *L.buffer, batch, make_hooks(L, iteration));
+    fb = forward_backward(L.seg.schedule, L.stage, *L.buffer, batch, make_hooks(L, iteration));
   });
   timer_stop(L, "forward-backward");
   L.instruments.grads_reduced(L.stage.params, *L.buffer);
 
   // The rerun decision (should_run_forward_backward at loop exit) comes before optimizer.step: the host reads it,
   // or the device keeps it as the step's mask.
-  const StepGate gate = L.protocol->before_step(L.rerun, iteration, log_point);
+  const StepGate gate = L.seg.protocol->before_step(L.rerun, iteration, log_point);
   rec.param_checksum_before = L.instruments.checksum(L.stage.params);
   out.decision = gate.decision;
   if (!out.decision.proceed()) {
@@ -316,7 +268,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
                   if (!out.inputs) out.inputs = log_inputs(L, out, log_point);
                   return *out.inputs;
                 }};
-  const StepVerdict verdict = L.protocol->after_step(L.rerun, done);
+  const StepVerdict verdict = L.seg.protocol->after_step(L.rerun, done);
   if (verdict.decision) {
     out.decision = *verdict.decision;
     if (!out.decision.proceed()) note_verdict(rec, iteration, verdict.phase, out.decision);
@@ -324,22 +276,12 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   }
   if (!verdict.update_successful) return out;  // only the device knows (it steps its own count)
   out.skipped = !*verdict.update_successful;
-  if (L.arm->mutated().scheduler_steps(*verdict.update_successful)) L.scheduler->step(scheduler_increment(L));
+  if (L.seg.arm->mutated().scheduler_steps(*verdict.update_successful)) L.scheduler->step(scheduler_increment(L));
   return out;
 }
 
-// What training_log receives (Megatron computes params norm in train() every iteration when logging it).
-LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point);
-
-// ---- --cuda-graph iteration: the replayed step (replay.h) ----
-
-// Replays need an arm that reads nothing between log points: a replay runs no host code.
-bool replays(const Loop& L, int64_t iteration) {
-  return L.replay && !L.protocol->reads_between_log_points() &&
-         L.replay->replays(iteration, L.arm_since, L.cfg.faults && L.cfg.faults->planned_at(iteration));
-}
-
-// Every persistent tensor a replayed iteration reads or writes (capture.h GraphState), but the static batch.
+// The loop's persistent tensors a replayed iteration reads or writes (capture.h GraphState); the driver adds the
+// protocol's and the static batch.
 GraphState graph_state(const Loop& L) {
   GraphState s;
   for (size_t i = 0; i < L.stage.params.size(); ++i) s.emplace_back(fmt::format("param{}", i), L.stage.params[i].value);
@@ -352,56 +294,57 @@ GraphState graph_state(const Loop& L) {
   s.emplace_back("adam.step", L.adam->step_count());
   if (L.scaler) s.emplace_back("scaler.scale", L.scaler->scale());
   for (auto& e : L.rerun.device_state()) s.push_back(std::move(e));
-  for (auto& e : L.protocol->device_state()) s.push_back(std::move(e));
   return s;
 }
 
-// train_step's device work and the log inputs, captured once and replayed; the host's bookkeeping, the Trace's
-// checksums and a log point's read (training_log, from the captured inputs) stay outside.
-StepOutcome replay_step(Loop& L, int64_t iteration, IterationRecord& rec) {
-  L.ledger.begin_iteration(iteration);
-  ScopedSite numerics("numerics");
-  L.rerun.begin_iteration(iteration);
-  L.replay->stage(get_batch(L, iteration));
-  const uint64_t before = L.instruments.checksum(L.stage.params);  // forward-backward leaves them alone
-  L.protocol->timers().start("cuda-graph");
-  L.replay->run(iteration + 1, [&] {
-    Instruments::Quiet quiet(L.instruments);  // a replay runs no host code: its checksums come around it
-    const StepOutcome out = train_step(L, iteration, /*log_point=*/false, rec, &L.replay->batch());
-    L.replay->inputs = log_inputs(L, out, /*log_point=*/false);  // Megatron's params norm, every iteration
-  }, graph_state(L));
-  L.protocol->timers().stop("cuda-graph");
-  rec.schedule = L.replay->schedule(rec.schedule);
-  rec.param_checksum_before = before;  // the body's quiet checksums are zeros
-  rec.param_checksum_after = L.instruments.checksum(L.stage.params);
-  StepOutcome out;
-  out.inputs = L.replay->inputs;
-  out.replayed = true;
-  return out;
+// The run's step driver: the loop's own step, as the driver runs it.
+std::unique_ptr<StepDriver> make_driver(Loop& L) {
+  LoopStep step;
+  step.train = [&L](int64_t it, bool log_point, IterationRecord& rec, const Batch* staged) {
+    return train_step(L, it, log_point, rec, staged);
+  };
+  step.log_inputs = [&L](const StepOutcome& s) { return log_inputs(L, s, /*log_point=*/false); };
+  step.batch = [&L](int64_t it) { return get_batch(L, it); };
+  step.state = [&L] { return graph_state(L); };
+  step.checksum = [&L] { return L.instruments.checksum(L.stage.params); };
+  return make_step_driver(L.cfg, L.seg.arm->mutated(), L.ledger, L.rerun, L.instruments, std::move(step));
 }
 
-// The step driver: an iteration replays, or runs train_step eagerly.
-StepOutcome run_step(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec) {
-  return replays(L, iteration) ? replay_step(L, iteration, rec) : train_step(L, iteration, log_point, rec, nullptr);
-}
-
-LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point) {
-  LogInputs in;
-  in.loss = s.loss;
-  in.grad_norm = s.step.grad_norm;
-  in.num_zeros = s.step.num_zeros;
-  {
-    ScopedSite scope(site_name(Site::kLossScale));
-    in.loss_scale = get_loss_scale(L.scaler.get(), run_device());
+// Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
+void setup(Loop& L) {
+  const RunConfig& cfg = L.cfg;
+  LG_INPUT_CHECK(!(cfg.cuda_graph_iteration && cfg.capture.enabled()),
+                 "--cuda-graph iteration and --capture-probe: one at a time");
+  L.driver = make_driver(L);            // first, as the probe: the graph's stream before the grad buffer's hooks exist
+  L.instruments.start_capture_probe();  // first: the run moves to its stream before the grad buffer's hooks exist
+  LG_INPUT_CHECK(!(cfg.digests && cfg.cuda_graph_iteration),
+                 "--digests with --cuda-graph iteration: a replayed iteration runs no host code to digest it");
+  L.upload = L.seg.arm->mutated().batch_upload(
+      make_upload(L.ledger, cfg.model.device, cfg.async_emulation, cfg.stress, L.rank));
+  GradBufferConfig bcfg;
+  if (cfg.bucket_size > 0) bcfg.bucket_size = cfg.bucket_size;
+  L.buffer = std::make_unique<GradBuffer>(L.stage.params, L.seg.arm->mutated().grad_sync_group(L.groups.dp), bcfg);
+  L.adam = std::make_unique<Adam>(L.stage.params, AdamConfig{}, L.stage.coord.tp, L.stage.is_first_stage(),
+                                  main_grads(L).offsets());  // laid out as the grad buffer
+  if (cfg.dynamic_loss_scale) {
+    L.scaler = std::make_unique<DynamicGradScaler>(cfg.dynamic_scaler, run_device());
+  } else if (cfg.loss_scale > 0) {
+    L.scaler = std::make_unique<ConstantGradScaler>(cfg.loss_scale, run_device());
   }
-  if (L.cfg.log_params_norm) {
-    ScopedSite scope(site_name(Site::kParamsNorm));
-    in.params_norm = calc_params_l2_norm(L.stage.params, *L.groups.mp, L.stage.coord.tp, L.stage.is_first_stage());
-  }
-  in.learning_rate = L.scheduler->get_lr();
-  in.skipped = s.skipped;
-  in.log_point = log_point;
-  return in;
+  SchedulerIters si = cfg.schedule;
+  si.train_iters = cfg.train_iters;
+  si.global_batch_size = cfg.data.global_batch;
+  si.weight_decay = cfg.weight_decay;
+  L.scheduler = std::make_unique<OptimizerParamScheduler>(from_iters(si));
+  check_save_intervals(cfg);
+  // A loaded run continues after the saved iteration; the new job warms up eagerly for two iterations before it
+  // replays, as a job does from the start.
+  if (!cfg.load_dir.empty())
+    load_train_state(cfg, L.rank, L.groups.world->size(), train_state(L), L.seg.arm->mutated());
+  begin_segment(L, cfg.load_dir.empty() ? 0 : L.next_iteration + 1);
+  L.result.trace.arm = L.seg.arm->name;
+  L.result.trace.fixture = cfg.fixture;
+  L.result.trace.world = L.groups.world->size();
 }
 
 void record_iteration(Loop& L, IterationRecord& rec, const LogOutputs& log, bool log_point) {
@@ -443,8 +386,8 @@ bool after_training_log(Loop& L, IterationRecord& rec, const LogInputs& in, cons
     record_late_abort(L, rec, *log.abort);
     return false;
   }
-  L.arm->mutated().after_training_log(L.ledger, in);
-  rec.exit_decision = L.protocol->exit_vote(rec.iteration, log_point, log);
+  L.seg.arm->mutated().after_training_log(L.ledger, in);
+  rec.exit_decision = L.seg.protocol->exit_vote(rec.iteration, log_point, log);
   record_iteration(L, rec, log, log_point);
   if (rec.exit_decision) {
     L.result.exited_on_duration = true;
@@ -454,42 +397,31 @@ bool after_training_log(Loop& L, IterationRecord& rec, const LogInputs& in, cons
   return true;
 }
 
-// Whether log point `done` (1-based) leaves its read in flight behind the next iteration's replay: both replay,
-// in this segment, and nothing the read brings could stop that next step (LoopProtocol::log_read_can_trail). Not
-// under the capture probe, which captures training_log whole, nor where the run saves or ends on its interval
-// (the state must be whole there).
-bool log_read_trails(const Loop& L, int64_t done, const StepOutcome& step, bool log_point, int64_t until) {
+// Whether log point `done` (1-based) may leave its read in flight behind the next step: not the segment's last, not
+// under the capture probe (which captures training_log whole), nor where the run saves or ends on its interval (the
+// state must be whole there).
+bool may_trail(const Loop& L, int64_t done, int64_t until) {
   const RunConfig& c = L.cfg;
   const bool saves_or_exits = (c.exit_interval > 0 && done % c.exit_interval == 0) ||
                               (!c.save_dir.empty() && c.save_interval > 0 && done % c.save_interval == 0);
-  return step.replayed && log_point && done < until && replays(L, done) && L.protocol->log_read_can_trail() &&
-         !L.instruments.capture_probe() && !saves_or_exits;
-}
-
-// The trailing log point's read lands (the next replay is launched): its line, then the rest of its iteration,
-// with its reads counted at its own iteration. False when the run ends there (an abort; the replay launched
-// behind it ran masked).
-bool land_trailing_log_point(Loop& L) {
-  Replay::Trailing t = std::move(*L.replay->trailing);
-  L.replay->trailing.reset();
-  Ledger::CountAs own(L.ledger, t.rec.iteration - 1);
-  const LogOutputs log = L.protocol->land_log_read(t.in);
-  return after_training_log(L, t.rec, t.in, log, /*log_point=*/true);
+  return done < until && !L.instruments.capture_probe() && !saves_or_exits;
 }
 
 // ---- the iterations of train(): train_step, training_log, the exit decision ----
 void run_iterations(Loop& L, int64_t until) {
   const RunConfig& cfg = L.cfg;
-  const int world_rank = L.rank;
+  const AfterLog after_log = [&L](IterationRecord& rec, const LogInputs& in, const LogOutputs& log) {
+    return after_training_log(L, rec, in, log, /*log_point=*/true);
+  };
   for (int64_t iteration = L.next_iteration; iteration < until;) {
     const int64_t done = iteration + 1;  // Megatron's `iteration` after the increment: 1-based
     const bool log_point = done % cfg.log_interval == 0 || done == 1;
     IterationRecord rec;
     rec.iteration = done;
-    rec.rank = world_rank;
-    StepOutcome step = run_step(L, iteration, log_point, rec);
-    if (L.protocol->reads_between_log_points()) rec.skipped = step.skipped;  // else from the device, at its log point
-    if (L.replay && L.replay->trailing && !land_trailing_log_point(L)) break;  // the previous log point's, behind
+    rec.rank = L.rank;
+    StepOutcome step = L.driver->step(*L.seg.protocol, iteration, log_point, rec);
+    if (L.seg.protocol->reads_between_log_points()) rec.skipped = step.skipped;  // else from the device, at its log point
+    if (!L.driver->land_trailing(*L.seg.protocol, after_log)) break;  // the previous log point's, behind this step
     L.rerun.end_iteration();  // from now on results are validated (Megatron skips the job's first iteration)
     if (step.decision.action == Decision::Action::kAbort) {
       record_abort(L, rec, step.decision, iteration);
@@ -502,8 +434,7 @@ void run_iterations(Loop& L, int64_t until) {
 
     // Everything that follows is diagnostics: the log line, the Trace, the exit decision.
     LogInputs in;
-    LogOutputs log;
-    bool trails = false;
+    std::optional<LogOutputs> log = LogOutputs{};
     in.iteration = done;  // a replay computed its log inputs inside; at a non-log iteration nothing logs
     if (!step.replayed || log_point) L.instruments.region(done - 1, "training_log", [&] {
       in = step.inputs ? *step.inputs : log_inputs(L, step, log_point);
@@ -514,21 +445,13 @@ void run_iterations(Loop& L, int64_t until) {
       in.train_iters = cfg.train_iters;
       in.consumed_samples = L.consumed_samples;
       in.global_batch = cfg.data.global_batch;
-      trails = log_read_trails(L, done, step, log_point, until);
-      if (trails) {
-        L.protocol->issue_log_read(in);
-      } else {
-        log = L.protocol->training_log(in);
-      }
+      log = L.driver->training_log(*L.seg.protocol, in, step, rec, may_trail(L, done, until));
     });
-    if (trails) {
-      L.replay->trailing = Replay::Trailing{rec, in};  // the rest comes when its read lands
-      continue;
-    }
-    if (!after_training_log(L, rec, in, log, log_point)) break;
+    if (!log) continue;  // its read trails the next step; the rest of this iteration comes when it lands
+    if (!after_training_log(L, rec, in, *log, log_point)) break;
     if (!checkpoint_and_decide_exit(L, done)) break;
   }
-  LG_CHECK(!L.replay || !L.replay->trailing, "a log point's read trailed past the end of its segment");
+  LG_CHECK(!L.driver->trailing(), "a log point's read trailed past the end of its segment");
 }
 
 }  // namespace
@@ -548,7 +471,7 @@ TrainSession::TrainSession(const RunConfig& cfg, const Arm& first_arm, ProcessGr
   set_current_iteration(-1);  // setup (model, optimizer) is no iteration's work
   impl_ = std::make_unique<Impl>(cfg, first_arm, groups, world_rank);
   setup(impl_->L);
-  impl_->L.protocol->timers().start_interval();
+  impl_->L.seg.protocol->timers().start_interval();
 }
 
 TrainSession::~TrainSession() = default;
@@ -560,18 +483,15 @@ bool TrainSession::run(const Arm& arm, int64_t iterations, bool instrumented, bo
   // sites, timers and accumulators.
   DigestLog* log = L.instruments.digests();
   const bool digests_switch = log && digests != log->enabled();
-  if (&arm != L.arm || instrumented != L.ledger.counting() || digests_switch) {
+  if (&arm != L.seg.arm || instrumented != L.ledger.counting() || digests_switch) {
     if (log) log->set_enabled(digests);
-    if (L.replay) L.replay->reset();  // the graph holds the old arm's state tensors
-    if (const std::optional<int64_t> steps = L.protocol->end_segment())  // the device counted the successful
-      L.scheduler->step(scheduler_increment(L) * *steps - L.scheduler->num_steps());  // steps: the host catches up
-    L.result.timers.append(L.protocol->finish());  // the arm's timers, drained
-    L.arm = &arm;
-    L.arm_since = L.next_iteration;
+    catch_up_scheduler(L);                                // the device counted the successful steps
+    L.result.timers.append(L.seg.protocol->finish());  // the arm's timers, drained
+    L.seg.arm = &arm;
     L.ledger.set_counting(instrumented);
-    L.protocol = select_protocol(arm, L.cfg, L.ledger, L.groups, L.rank, instrumented);
-    begin_segment(L);
-    L.protocol->timers().start_interval();
+    L.seg.protocol = select_protocol(arm, L.cfg, L.ledger, L.groups, L.rank, instrumented);
+    begin_segment(L, L.next_iteration);
+    L.seg.protocol->timers().start_interval();
   }
   try {
     run_iterations(L, std::min(L.cfg.train_iters, L.next_iteration + iterations));
@@ -587,11 +507,11 @@ int64_t TrainSession::iterations_done() const { return impl_->L.next_iteration; 
 
 RunResult TrainSession::finish() {
   Loop& L = impl_->L;
-  if (!impl_->captured_stop) L.result.timers.append(L.protocol->finish());  // the arm's timers, drained
+  if (!impl_->captured_stop) L.result.timers.append(L.seg.protocol->finish());  // the arm's timers, drained
   L.result.final_param_checksum = L.instruments.checksum(L.stage.params);
   L.result.capture = L.instruments.capture_verdict();
   L.instruments.attach_digests(L.result.trace, L.stage.coord);
-  if (L.replay) L.result.graph = L.replay->report();
+  L.result.graph = L.driver->report();
   L.result.async_races = L.ledger.async_races();
   OpCounter::instance().set_enabled(false);
   return std::move(L.result);

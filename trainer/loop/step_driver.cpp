@@ -1,0 +1,46 @@
+// The eager step driver, and the choice of a run's driver (step_driver.h).
+#include "trainer/loop/step_driver.h"
+
+#include <utility>
+
+#include "trainer/loop/mutation.h"
+
+namespace loopgate {
+
+std::unique_ptr<StepDriver> make_replay_driver(const RunConfig& cfg, std::unique_ptr<IterationGraph> graph,
+                                               Ledger& ledger, RerunStateMachine& rerun, Instruments& instruments,
+                                               LoopStep loop);  // replay.cpp
+
+namespace {
+
+// train_step at every iteration, training_log at once.
+class EagerDriver final : public StepDriver {
+ public:
+  explicit EagerDriver(LoopStep loop) : loop_(std::move(loop)) {}
+  void begin_segment(int64_t) override {}
+  StepOutcome step(LoopProtocol&, int64_t iteration, bool log_point, IterationRecord& rec) override {
+    return loop_.train(iteration, log_point, rec, nullptr);
+  }
+  void timer_action(const std::function<void()>& action) override { action(); }
+  std::optional<LogOutputs> training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome&,
+                                         const IterationRecord&, bool) override {
+    return protocol.training_log(in);
+  }
+  bool land_trailing(LoopProtocol&, const AfterLog&) override { return true; }
+  bool trailing() const override { return false; }
+  GraphReport report() const override { return {}; }
+
+ private:
+  LoopStep loop_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepDriver> make_step_driver(const RunConfig& cfg, const Mutation& m, Ledger& ledger,
+                                             RerunStateMachine& rerun, Instruments& instruments, LoopStep loop) {
+  if (!cfg.cuda_graph_iteration) return std::make_unique<EagerDriver>(std::move(loop));
+  std::unique_ptr<IterationGraph> graph = m.iteration_graph(make_iteration_graph(cfg.model.device.is_cuda()));
+  return make_replay_driver(cfg, std::move(graph), ledger, rerun, instruments, std::move(loop));
+}
+
+}  // namespace loopgate
