@@ -171,9 +171,8 @@ std::map<std::string, double> LoopTimers::eager_values(int64_t iteration) {
   return out;
 }
 
-// What a log point (or the drain) reports joins the run's stream, through the arm's report hook if it has one.
-void LoopTimers::publish(std::vector<TimerInterval>& now) {
-  arm_.mutated().timer_report(now);
+// What a log point (or the drain) reports joins the run's stream.
+void LoopTimers::publish(const std::vector<TimerInterval>& now) {
   reported_.insert(reported_.end(), now.begin(), now.end());
 }
 

@@ -64,7 +64,7 @@ class LoopTimers {
 
  private:
   Timer* level1(const std::string& name);  // null: left out (not instrumented); unknown names fail
-  void publish(std::vector<TimerInterval>& now);
+  void publish(const std::vector<TimerInterval>& now);
 
   const Arm& arm_;
   Ledger& ledger_;

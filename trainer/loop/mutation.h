@@ -60,19 +60,11 @@ class Mutation {
   // (this rank's own).
   virtual Comm* rerun_vote_group(ProcessGroups& g) const { return g.world.get(); }
   virtual Comm* exit_vote_group(ProcessGroups& g) const { return g.world.get(); }
-  // Where optimizer.step reduces found_inf: the grad-stats group, TP x PP.
-  virtual FoundInfReduction found_inf_reduction(ProcessGroups&) const { return {}; }
+  // The grad-stats group optimizer.step reduces found_inf, the grad norm and the zeros over: TP x PP.
+  virtual CommPtr grad_stats_group(ProcessGroups& g) const { return g.mp; }
 
   // ---- values ----
   virtual double step_lr(double lr) const { return lr; }  // the LR optimizer.step uses, given the scheduler's
-  // Whether the LR schedule advances after an iteration: on a successful update only.
-  virtual bool scheduler_steps(bool update_successful) const { return update_successful; }
-  // The grad norm a log point reports, given this log point's and the previous log point's.
-  virtual double logged_grad_norm(double now, double /*previous*/) const { return now; }
-  // The intervals a timer report is about to publish (a log point's, or the drain's), in order.
-  virtual void timer_report(std::vector<TimerInterval>& /*reported*/) const {}
-  // After training_log, every iteration.
-  virtual void after_training_log(Ledger& /*ledger*/, const LogInputs& /*in*/) const {}
 
   // ---- checkpoints (checkpoint.h) ----
   // What a save is about to write, and what a load has read before the loop takes it.

@@ -52,7 +52,6 @@ class PerSiteProtocol final : public ProtocolBase {
   at::Tensor total_loss_;
   bool has_total_loss_ = false;
   int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
-  double last_grad_norm_ = NAN;
   // Stats the baseline reads every iteration, log point or not (eager sites); the last ones read.
   double grad_norm_ = NAN, num_zeros_ = NAN, loss_scale_ = NAN, params_norm_ = NAN, lr_ = NAN;
 };
@@ -114,9 +113,7 @@ std::map<std::string, double> PerSiteProtocol::read_log_point(const LogInputs& i
       nan_ += static_cast<int64_t>(v["nan_count"]);
       nan_count_.zero_();
     }
-    const double this_log_point = v["grad_norm"];
-    grad_norm_ = c_.arm.mutated().logged_grad_norm(this_log_point, last_grad_norm_);
-    last_grad_norm_ = this_log_point;
+    grad_norm_ = v["grad_norm"];
   }
   if (!eager_scalars()) lr_ = v["lr"];
   if (!timers_.deferred()) {

@@ -128,7 +128,7 @@ bool ReplayDriver::land_trailing(LoopProtocol& protocol, const AfterLog& rest) {
   trailing_.reset();
   Ledger::CountAs own(ledger_, t.rec.iteration - 1);
   const LogOutputs log = protocol.replayable()->land_log_read(t.in);
-  return rest(t.rec, t.in, log);
+  return rest(t.rec, log);
 }
 
 }  // namespace

@@ -98,18 +98,6 @@ bool RerunStateMachine::validates_deferred() const {
           (config_.mode == RerunMode::kValidateResults && first_iteration_complete_));
 }
 
-void RerunStateMachine::bank_predicate(const at::Tensor& bad) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!validates_deferred()) {
-    ++unvalidated_count_;
-    return;
-  }
-  ++validated_count_;
-  at::NoGradGuard no_grad;
-  flag_.bitwise_or_(bad.detach().ne(0).any().to(at::kInt).to(flag_.device()));
-  flag_set_ = true;
-}
-
 void RerunStateMachine::bank_value(const at::Tensor& value) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!validates_deferred()) {

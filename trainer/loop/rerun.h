@@ -75,9 +75,6 @@ class RerunStateMachine {
   // Deferred: `value` is the checked device scalar (one element, any floating dtype; NaN/Inf = bad). Copied into
   // the step's bank (float32: a float64 beyond float range would read as Inf), no read.
   void bank_value(const at::Tensor& value);
-  // The seed's first deferred form: `bad` is a device predicate of any shape (nonzero = bad), OR-ed into the flag.
-  // A handful of kernels per check where bank_value takes one: kept as the policy of a planted-defect arm.
-  void bank_predicate(const at::Tensor& bad);
   // The device predicate "any element is NaN or Inf" of x (0-dim bool).
   static at::Tensor nonfinite(const at::Tensor& x);
 

@@ -44,7 +44,7 @@ struct LoopStep {
 };
 
 // What runs what follows a log point's training_log (the exit vote, the record); false when the run ends there.
-using AfterLog = std::function<bool(IterationRecord& rec, const LogInputs& in, const LogOutputs& log)>;
+using AfterLog = std::function<bool(IterationRecord& rec, const LogOutputs& log)>;
 
 class StepDriver {
  public:

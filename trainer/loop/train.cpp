@@ -186,11 +186,11 @@ OptimizerStepResult step_optimizer(Loop& L, int64_t iteration, const StepGate& g
   double lr = L.scheduler->get_lr();
   lr = L.seg.arm->mutated().step_lr(lr);
   if (gate.host_lr) lr = *gate.host_lr;
+  const CommPtr grad_stats = L.seg.arm->mutated().grad_stats_group(L.groups);
   OptimizerStepResult r;
   L.instruments.region(iteration, "optimizer", [&] {
-    r = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *L.groups.mp, L.cfg.optim, lr,
-                       L.scheduler->get_wd(), gate.mask.defined() ? &gate.mask : nullptr, gate.device_lr,
-                       L.seg.arm->mutated().found_inf_reduction(L.groups));
+    r = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *grad_stats, L.cfg.optim, lr,
+                       L.scheduler->get_wd(), gate.mask.defined() ? &gate.mask : nullptr, gate.device_lr);
   });
   return r;
 }
@@ -276,7 +276,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   }
   if (!verdict.update_successful) return out;  // only the device knows (it steps its own count)
   out.skipped = !*verdict.update_successful;
-  if (L.seg.arm->mutated().scheduler_steps(*verdict.update_successful)) L.scheduler->step(scheduler_increment(L));
+  if (*verdict.update_successful) L.scheduler->step(scheduler_increment(L));
   return out;
 }
 
@@ -378,15 +378,14 @@ void record_late_abort(Loop& L, IterationRecord& rec, const LateAbort& abort) {
   L.ended = true;
 }
 
-// What follows training_log at an iteration: a window's outcomes learned here (or its abort), the mutation's hook,
-// the exit vote, the Trace. False when the run ends here.
-bool after_training_log(Loop& L, IterationRecord& rec, const LogInputs& in, const LogOutputs& log, bool log_point) {
+// What follows training_log at an iteration: a window's outcomes learned here (or its abort), the exit vote, the
+// Trace. False when the run ends here.
+bool after_training_log(Loop& L, IterationRecord& rec, const LogOutputs& log, bool log_point) {
   backfill_window(L.result.trace.records, rec, log.window);
   if (log.abort) {
     record_late_abort(L, rec, *log.abort);
     return false;
   }
-  L.seg.arm->mutated().after_training_log(L.ledger, in);
   rec.exit_decision = L.seg.protocol->exit_vote(rec.iteration, log_point, log);
   record_iteration(L, rec, log, log_point);
   if (rec.exit_decision) {
@@ -410,8 +409,8 @@ bool may_trail(const Loop& L, int64_t done, int64_t until) {
 // ---- the iterations of train(): train_step, training_log, the exit decision ----
 void run_iterations(Loop& L, int64_t until) {
   const RunConfig& cfg = L.cfg;
-  const AfterLog after_log = [&L](IterationRecord& rec, const LogInputs& in, const LogOutputs& log) {
-    return after_training_log(L, rec, in, log, /*log_point=*/true);
+  const AfterLog after_log = [&L](IterationRecord& rec, const LogOutputs& log) {
+    return after_training_log(L, rec, log, /*log_point=*/true);
   };
   for (int64_t iteration = L.next_iteration; iteration < until;) {
     const int64_t done = iteration + 1;  // Megatron's `iteration` after the increment: 1-based
@@ -448,7 +447,7 @@ void run_iterations(Loop& L, int64_t until) {
       log = L.driver->training_log(*L.seg.protocol, in, step, rec, may_trail(L, done, until));
     });
     if (!log) continue;  // its read trails the next step; the rest of this iteration comes when it lands
-    if (!after_training_log(L, rec, in, *log, log_point)) break;
+    if (!after_training_log(L, rec, *log, log_point)) break;
     if (!checkpoint_and_decide_exit(L, done)) break;
   }
   LG_CHECK(!L.driver->trailing(), "a log point's read trailed past the end of its segment");

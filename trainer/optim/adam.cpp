@@ -198,19 +198,18 @@ at::Tensor get_loss_scale(const GradScaler* scaler, c10::Device device) {
 // Megatron: _unscale_main_grads_and_check_for_nan with torch._amp_foreach_non_finite_check_and_unscale_ spelled
 // out in plain ops (LibTorch 1.13 has no CPU kernel for it): the check looks at each grad BEFORE the multiply.
 at::Tensor unscale_main_grads_and_check_for_nan(MainGrads& main_grads, const at::Tensor& inv_scale,
-                                                Comm* found_inf_group) {
+                                                Comm& found_inf_group) {
   // Over the flat buffer at once: any non-finite element of any grad, then every grad scaled.
   at::Tensor found_inf = at::isfinite(main_grads.flat).all().logical_not().to(at::kFloat).reshape({1});
   main_grads.flat.mul_(inv_scale);
   // All ranks of the grad-stats group skip together.
-  if (found_inf_group) found_inf_group->all_reduce(found_inf, ReduceOp::kMax);
+  found_inf_group.all_reduce(found_inf, ReduceOp::kMax);
   return found_inf;
 }
 
 OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, MainGrads& main_grads,
                                    Params& model_params, Comm& grad_stats_group, const OptimizerStepConfig& config,
-                                   double lr, double wd, const at::Tensor* veto, const at::Tensor* lr_device,
-                                   FoundInfReduction found_inf_reduction) {
+                                   double lr, double wd, const at::Tensor* veto, const at::Tensor* lr_device) {
   LG_CHECK(main_grads.views.size() == adam.size(), "optimizer_step: {} grads for {} params", main_grads.views.size(),
            adam.size());
   const c10::Device device = adam.main_params().front().device();
@@ -218,8 +217,7 @@ OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, MainGrads& ma
 
   // (1) prepare_grads
   if (scaler) {
-    Comm* found_inf_group = found_inf_reduction.narrowed ? found_inf_reduction.group : &grad_stats_group;
-    r.found_inf = unscale_main_grads_and_check_for_nan(main_grads, scaler->inv_scale(), found_inf_group);
+    r.found_inf = unscale_main_grads_and_check_for_nan(main_grads, scaler->inv_scale(), grad_stats_group);
     scaler->update(r.found_inf);
   } else {
     r.found_inf = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device));

@@ -118,14 +118,6 @@ struct OptimizerStepResult {
   at::Tensor found_inf;          // float32 [1], 1.0 if any grad in the grad-stats group was non-finite
 };
 
-// Where found_inf is MAX-reduced. The default is Megatron's: over grad_stats_group. `narrowed` replaces it with
-// `group`, or with no reduction at all when `group` is null (this rank's own verdict): only a loop change handed in
-// from outside asks for that (trainer/loop/mutation.h found_inf_reduction).
-struct FoundInfReduction {
-  bool narrowed = false;
-  Comm* group = nullptr;
-};
-
 // Megatron: ChainedOptimizer.step over one MixedPrecisionOptimizer, in its order:
 //   (1) prepare_grads: with a scaler, unscale the main grads by inv_scale in place and set found_inf if any is
 //       non-finite, all-reduce MAX over grad_stats_group, scaler->update(found_inf). No scaler (bf16): no check.
@@ -140,12 +132,11 @@ struct FoundInfReduction {
 OptimizerStepResult optimizer_step(Adam& adam, GradScaler* scaler, MainGrads& main_grads,
                                    Params& model_params, Comm& grad_stats_group, const OptimizerStepConfig& config,
                                    double lr, double wd, const at::Tensor* veto = nullptr,
-                                   const at::Tensor* lr_device = nullptr, FoundInfReduction found_inf_reduction = {});
+                                   const at::Tensor* lr_device = nullptr);
 
 // Megatron: MixedPrecisionOptimizer._unscale_main_grads_and_check_for_nan (minus the host read): float32 [1].
-// found_inf_group null: no reduction (this rank's verdict only).
 at::Tensor unscale_main_grads_and_check_for_nan(MainGrads& main_grads, const at::Tensor& inv_scale,
-                                                Comm* found_inf_group);
+                                                Comm& found_inf_group);
 
 // Megatron: get_loss_scale() — the scaler's scale, or 1.0 without one.
 at::Tensor get_loss_scale(const GradScaler* scaler, c10::Device device);

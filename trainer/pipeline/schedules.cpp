@@ -29,8 +29,10 @@ std::string to_string(const std::vector<ScheduleStep>& steps) {
   return s;
 }
 
+int num_warmup_microbatches(int pp, int stage, int m) { return std::min(pp - stage - 1, m); }
+
 std::vector<ScheduleStep> schedule_1f1b_order(int pp, int stage, int m) {
-  const int warmup = std::min(pp - stage - 1, m);
+  const int warmup = num_warmup_microbatches(pp, stage, m);
   std::vector<ScheduleStep> order;
   int f = 0, b = 0;
   for (int i = 0; i < warmup; ++i) order.push_back({'F', f++});
@@ -158,7 +160,7 @@ void forward_backward_no_pipelining(Run& r) {
 
 void forward_backward_pipelining_without_interleaving(Run& r) {
   const int pp = r.st.layout.pp(), stage = r.st.coord.pp, m = r.num_microbatches;
-  const int num_warmup = std::clamp(std::min(pp - stage - 1, m) + r.schedule.warmup_shift, 0, m);
+  const int num_warmup = std::clamp(r.schedule.num_warmup(pp, stage, m), 0, m);
   const int num_remaining = m - num_warmup;
   std::deque<std::pair<at::Tensor, at::Tensor>> in_flight;  // (input, output) awaiting backward
   int next_f = 0, next_b = 0;

@@ -18,12 +18,14 @@ namespace loopgate {
 
 enum class ScheduleKind { kNoPipelining, k1F1B };
 
+// Megatron 9.4's warmup of 1F1B without interleaving: min(pp - stage - 1, M) forwards before the first backward.
+int num_warmup_microbatches(int pp, int stage, int num_microbatches);
+
 struct Schedule {
   ScheduleKind kind = ScheduleKind::kNoPipelining;
-  // Forwards added to 1F1B's warmup (clamped to 0..M): 0 is Megatron. A loop change handed in from outside may set
-  // it (trainer/loop/mutation.h): a different order with the same p2p pairing and the same numerics, which only the
-  // Trace's executed schedule shows. No effect without pipelining.
-  int warmup_shift = 0;
+  // 1F1B's warmup forwards on `stage` (clamped to 0..M; Megatron's interleaved schedule has its own rule). No effect
+  // without pipelining.
+  int (*num_warmup)(int pp, int stage, int num_microbatches) = num_warmup_microbatches;
   const char* name() const { return kind == ScheduleKind::k1F1B ? "1f1b" : "no-pipelining"; }
 };
 
