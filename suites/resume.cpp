@@ -104,23 +104,6 @@ const std::vector<SavePoint>& save_points() {
   return p;
 }
 
-bool launch_dir_made = false;
-
-// One folder every rank names alike (rank 0 makes it), for this launch's checkpoints.
-const std::string& launch_dir() {
-  static const std::string dir = [] {
-    launch_dir_made = true;
-    char path[256] = {0};
-    if (world_rank() == 0) {
-      std::snprintf(path, sizeof(path), "%s/loopgate-resume-XXXXXX", std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
-      LG_CHECK(mkdtemp(path) != nullptr, "resume gate: cannot make a folder for its checkpoints");
-    }
-    MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD);
-    return std::string(path);
-  }();
-  return dir;
-}
-
 // The records of `t` after iteration `k`, or up to it.
 Trace records_after(const Trace& t, int64_t k, bool after) {
   Trace out = t;
@@ -269,11 +252,11 @@ TEST_P(Resume, ContinuesUnderTheIterationGraph) {
 INSTANTIATE_TEST_SUITE_P(Arms, Resume, ::testing::ValuesIn(resume_arms()),
                          [](const auto& info) { return param_name(info.param); });
 
-// The launch's checkpoints are removed once every rank is past the last test.
+// The launch's checkpoints (this gate's and run_features') are removed once every rank is past the last test.
 class ResumeCleanup : public ::testing::Environment {
  public:
   void TearDown() override {
-    if (!launch_dir_made) return;
+    if (!launch_dir_made()) return;
     MPI_Barrier(MPI_COMM_WORLD);
     if (world_rank() == 0) remove_tree(launch_dir());
   }

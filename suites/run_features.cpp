@@ -1,15 +1,17 @@
 // Gate: run features x loop decisions. Every run feature of fixtures/run_features.h (each a `loopgate run` flag of
 // the CLI's "Run features" group: --cuda-graph and its CPU stand-in, --digests, --check-collectives,
 // --record-collectives, --async-emulation) is crossed with every decision the loop takes (a skipped step, an abort
-// at a fault, the exit-duration vote), for each arm. **Proves:** the arm with the feature on takes each decision
-// exactly as the same arm without it: the same exit code, the same last iteration, the same exit on duration, the
-// same parameters at the run's end (a step taken past the last record shows only there), the
-// same bits of every record field at every iteration and rank (lm loss, grad norm, num zeros, params norm, LR,
-// loss scale, skipped, NaN, parameter checksum, exit decision), and the same Megatron log lines but for the timing
-// field. The other gates hold each arm's decisions to the baseline's; this one holds the features to the arm.
-// A replayed arm under --cuda-graph lets a log point's read trail the next replay: this is where a change that does
-// so while a decision rides the read shows. Not proven here: --stress and CUPTI; --async-emulation on a GPU (left
-// out there); resume; on 8 and 64 ranks, arms other than zerosync; on dp64, features other than the replay.
+// at a fault, the exit-duration vote, the exit interval, a save, a run resumed from the baseline's checkpoint), for
+// each arm. **Proves:** the arm with the feature on takes each decision exactly as the same arm without it: the
+// same exit code, the same last iteration, the same exit on duration, the same parameters at the run's end (a step
+// taken past the last record shows only there), the same bits of every record field at every iteration and rank
+// (lm loss, grad norm, num zeros, params norm, LR, loss scale, skipped, NaN, parameter checksum, exit decision),
+// and the same Megatron log lines but for the timing field. The other gates hold each arm's decisions to the
+// baseline's; this one holds the features to the arm. A replayed arm under --cuda-graph lets a log point's read
+// trail the next replay: this is where a change that does so while a decision rides the read shows. Not proven
+// here: --stress and CUPTI; --async-emulation on a GPU (left out there); that a featured save writes the plain
+// save's bits (the resume gate holds saves to the run); on 8 and 64 ranks, arms other than zerosync; on dp64,
+// features other than the replay.
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
@@ -74,6 +76,15 @@ std::vector<RunFeature> features_here() {
   return out;
 }
 
+// The checkpoint the baseline saves at the decision's iteration of `c`, without a feature (once per launch).
+std::string saved_by_baseline(const LoopDecision& decision, const RunConfig& c) {
+  RunConfig save = c;
+  save.save_dir = fmt::format("{}/features-{}", launch_dir(), decision.name);
+  save.exit_interval = decision.resume_after;
+  run_scenario("features:" + decision.name + ":save", save, "baseline");
+  return save.save_dir;
+}
+
 class RunFeatures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RunFeatures, NoFeatureChangesADecisionTheLoopTakes) {
@@ -81,7 +92,8 @@ TEST_P(RunFeatures, NoFeatureChangesADecisionTheLoopTakes) {
   const std::vector<RunFeature> features = features_here();
   size_t cells = 0;
   for (const LoopDecision& decision : loop_decisions()) {
-    const RunConfig plain_config = decision.apply(gate_config(), world_size());
+    RunConfig plain_config = decision.apply(gate_config(), world_size(), launch_dir());
+    if (decision.resume_after > 0) plain_config.load_dir = saved_by_baseline(decision, plain_config);
     const ScenarioResult& plain = run_scenario("features:" + decision.name, plain_config, arm);
     for (const RunFeature& feature : features) {
       RunConfig c = plain_config;

@@ -52,6 +52,19 @@ c10::IValue scalar(int64_t v) { return c10::IValue(v); }
 
 }  // namespace
 
+bool saves_at(const RunConfig& c, int64_t done) {
+  return !c.save_dir.empty() && c.save_interval > 0 && done % c.save_interval == 0;
+}
+bool exits_at(const RunConfig& c, int64_t done) { return c.exit_interval > 0 && done % c.exit_interval == 0; }
+
+bool checkpoint_and_decide_exit(const RunConfig& c, int64_t done, const std::function<void()>& save) {
+  const bool saved = saves_at(c, done);
+  if (saved) save();
+  if (!exits_at(c, done)) return false;
+  if (!c.save_dir.empty() && !saved) save();
+  return true;
+}
+
 void check_save_intervals(const RunConfig& c) {
   if (c.save_dir.empty()) return;
   for (const auto& [flag, n] : {std::pair<const char*, int64_t>{"--save-interval", c.save_interval},
@@ -63,12 +76,7 @@ void check_save_intervals(const RunConfig& c) {
 GraphState checkpoint_state(const Params& params, const Adam& adam, const GradScaler* scaler) {
   GraphState s;
   for (size_t i = 0; i < params.size(); ++i) s.emplace_back(fmt::format("param{}", i), params[i].value);
-  for (size_t i = 0; i < adam.size(); ++i) {
-    s.emplace_back(fmt::format("adam.main{}", i), adam.main_params()[i]);
-    s.emplace_back(fmt::format("adam.exp_avg{}", i), adam.exp_avg()[i]);
-    s.emplace_back(fmt::format("adam.exp_avg_sq{}", i), adam.exp_avg_sq()[i]);
-  }
-  s.emplace_back("adam.step", adam.step_count());
+  for (auto& e : adam.state()) s.push_back(std::move(e));
   if (scaler) s.emplace_back("scaler.scale", scaler->scale());
   if (const auto* d = dynamic_cast<const DynamicGradScaler*>(scaler)) {
     s.emplace_back("scaler.growth_tracker", d->growth_tracker());

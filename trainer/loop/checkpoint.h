@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,14 @@ struct Checkpoint {
 std::vector<std::pair<std::string, int64_t>> checkpoint_args(const RunConfig& c, int world);
 // InputError, naming the flag and both values, where `c` was saved with other args than `run` has.
 void check_checkpoint_args(const std::string& dir, const Checkpoint& c, const RunConfig& run, int world);
+
+// Whether the run saves (--save-interval, with --save) and whether it ends (--exit-interval) after 1-based iteration
+// `done`: Megatron's checkpoint_and_decide_exit's intervals.
+bool saves_at(const RunConfig& c, int64_t done);
+bool exits_at(const RunConfig& c, int64_t done);
+// Megatron's checkpoint_and_decide_exit on its intervals, after training_log: `save` at each --save-interval; at
+// each --exit-interval the run ends, saved first (unless it just was). True when the run ends here.
+bool checkpoint_and_decide_exit(const RunConfig& c, int64_t done, const std::function<void()>& save);
 
 // Saves fall on log points after iteration 1: there every family has read and reset its log window (Megatron's
 // first line does not reset it), so the run's state is the saved state, the scheduler and the position. InputError,

@@ -99,6 +99,16 @@ struct RunConfig {
   std::function<void(const std::string& line)> print_log_line;
 };
 
+// The LR schedule the run's flags give (Megatron's get_optimizer_param_scheduler): --lr and the rest, over
+// --train-iters at the global batch.
+inline SchedulerConfig scheduler_config(const RunConfig& c) {
+  SchedulerIters si = c.schedule;
+  si.train_iters = c.train_iters;
+  si.global_batch_size = c.data.global_batch;
+  si.weight_decay = c.weight_decay;
+  return from_iters(si);
+}
+
 // What the loop hands to training_log each iteration (Megatron's arguments).
 struct LogInputs {
   at::Tensor loss;         // [1] fp32 global-batch lm loss (last stage), undefined elsewhere

@@ -21,6 +21,12 @@ Instruments::Instruments(const RunConfig& cfg, Ledger& ledger)
       collectives_(cfg.record_collectives ? std::make_shared<CollectiveLog>() : nullptr),
       digests_(cfg.digests ? std::make_shared<DigestLog>() : nullptr) {}
 
+bool Instruments::switch_digests(bool on) {
+  if (!digests_ || digests_->enabled() == on) return false;
+  digests_->set_enabled(on);
+  return true;
+}
+
 ProcessGroups Instruments::wrap(const ProcessGroups& g, int rank) const {
   ProcessGroups out = g;
 #if LOOPGATE_HAS_CUDA

@@ -39,6 +39,8 @@ class Instruments {
   // recorded outside (the fingerprints are the check's, not the loop's).
   ProcessGroups wrap(const ProcessGroups& groups, int rank) const;
   DigestLog* digests() const { return digests_.get(); }
+  // Digests on or off from here (a run with RunConfig::digests); whether that is a switch.
+  bool switch_digests(bool on);
   // The model's tap, while digests are taken or the arm (`*arm`, the current one) changes a module: a tap costs
   // host time per module.
   void tap(GptStage& stage, const Arm* const* arm);

@@ -76,7 +76,7 @@ void ReplayDriver::stage(Batch b) {
 // train_step's device work and the log inputs, captured once and replayed; the host's bookkeeping, the Trace's
 // checksums and a log point's read (training_log, from the captured inputs) stay outside.
 StepOutcome ReplayDriver::step(LoopProtocol& protocol, int64_t iteration, bool log_point, IterationRecord& rec) {
-  if (!replays(protocol, iteration)) return loop_.train(iteration, log_point, rec, nullptr);
+  if (!replays(protocol, iteration)) return loop_.eager(iteration, log_point, rec);
   ledger_.begin_iteration(iteration);
   ScopedSite numerics("numerics");
   rerun_.begin_iteration(iteration);
@@ -96,7 +96,7 @@ StepOutcome ReplayDriver::step(LoopProtocol& protocol, int64_t iteration, bool l
       ~InBody() { flag = false; }
     } in_body(in_body_);
     Instruments::Quiet quiet(instruments_);  // a replay runs no host code: its checksums come around it
-    inputs_ = loop_.log_inputs(loop_.train(iteration, /*log_point=*/false, rec, &batch_));
+    inputs_ = loop_.body(iteration, rec, batch_);
   }, state);
   protocol.timers().stop("cuda-graph");
   if (!rec.schedule.empty()) schedule_ = rec.schedule;  // recorded where the body ran on the host

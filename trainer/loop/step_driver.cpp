@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "trainer/common/error.h"
 #include "trainer/loop/mutation.h"
 
 namespace loopgate {
@@ -19,7 +20,7 @@ class EagerDriver final : public StepDriver {
   explicit EagerDriver(LoopStep loop) : loop_(std::move(loop)) {}
   void begin_segment(int64_t) override {}
   StepOutcome step(LoopProtocol&, int64_t iteration, bool log_point, IterationRecord& rec) override {
-    return loop_.train(iteration, log_point, rec, nullptr);
+    return loop_.eager(iteration, log_point, rec);
   }
   void timer_action(const std::function<void()>& action) override { action(); }
   std::optional<LogOutputs> training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome&,
@@ -39,6 +40,9 @@ class EagerDriver final : public StepDriver {
 std::unique_ptr<StepDriver> make_step_driver(const RunConfig& cfg, const Mutation& m, Ledger& ledger,
                                              RerunStateMachine& rerun, Instruments& instruments, LoopStep loop) {
   if (!cfg.cuda_graph_iteration) return std::make_unique<EagerDriver>(std::move(loop));
+  LG_INPUT_CHECK(!cfg.capture.enabled(), "--cuda-graph iteration and --capture-probe: one at a time");
+  LG_INPUT_CHECK(!cfg.digests,
+                 "--digests with --cuda-graph iteration: a replayed iteration runs no host code to digest it");
   std::unique_ptr<IterationGraph> graph = m.iteration_graph(make_iteration_graph(cfg.model.device.is_cuda()));
   return make_replay_driver(cfg, std::move(graph), ledger, rerun, instruments, std::move(loop));
 }

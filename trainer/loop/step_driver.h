@@ -34,10 +34,11 @@ struct StepOutcome {
 
 // The loop's own step, as a driver runs it (made once by the loop).
 struct LoopStep {
-  // train_step on the graph's static batch (`staged`), or on the iteration's own (null).
-  std::function<StepOutcome(int64_t iteration, bool log_point, IterationRecord& rec, const Batch* staged)> train;
-  // What training_log receives from a non-log iteration's outcome (Megatron's params norm, every iteration).
-  std::function<LogInputs(const StepOutcome&)> log_inputs;
+  // train_step on the iteration's own batch.
+  std::function<StepOutcome(int64_t iteration, bool log_point, IterationRecord& rec)> eager;
+  // A replayed iteration's body: train_step on the graph's static batch as a non-log iteration, then what
+  // training_log would receive (Megatron's params norm, every iteration).
+  std::function<LogInputs(int64_t iteration, IterationRecord& rec, const Batch& staged)> body;
   std::function<Batch(int64_t iteration)> batch;  // get_batch
   std::function<GraphState()> state;              // the loop's persistent tensors a replay reads or writes
   std::function<uint64_t()> checksum;             // the parameters' (the Trace's)

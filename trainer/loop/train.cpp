@@ -6,37 +6,24 @@
 #include "trainer/loop/train.h"
 
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>  // at::NoGradGuard
 
-#include <array>
-#include <cmath>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <utility>
-#include <random>
 
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
-#include "trainer/capture/capture.h"
-#if LOOPGATE_HAS_CUDA
-#include "trainer/timers/device_cuda.h"
-#endif
-#include "trainer/measure/ledger.h"
-#include "trainer/measure/op_counter.h"
-#include "trainer/timers/timers.h"
 #include "trainer/loop/checkpoint.h"
-#include "trainer/loop/digest_taps.h"
 #include "trainer/loop/instruments.h"
 #include "trainer/loop/mutation.h"
-#include "trainer/measure/async_copy.h"
 #include "trainer/loop/protocol.h"
 #include "trainer/loop/step_driver.h"
+#include "trainer/measure/async_copy.h"
+#include "trainer/measure/ledger.h"
+#include "trainer/measure/op_counter.h"
 #include "trainer/model/gpt.h"
 #include "trainer/optim/clip_grads.h"
 #include "trainer/optim/grad_buffer.h"
-#include "trainer/parallel/checked_comm.h"
-#include "trainer/parallel/recorded_comm.h"
 #include "trainer/pipeline/schedules.h"
 
 namespace loopgate {
@@ -74,14 +61,8 @@ struct Loop {
   Loop(const RunConfig& c, const Arm& a, ProcessGroups& g, int r)
       : cfg(c), instruments(c, ledger), groups(instruments.wrap(g, r)), rank(r),
         stage(gpt_build(c.model, Layout::build(groups.world->size(), c.layout), r, groups)), rerun(c.rerun),
-        seg{&a, select_protocol(a, c, ledger, groups, r), select_schedule(stage.layout)} {}
+        seg{&a, nullptr, {}} {}
 };
-
-MainGrads main_grads(Loop& L) {
-  MainGrads grads{L.buffer->data(), {}};
-  for (size_t i = 0; i < L.stage.params.size(); ++i) grads.views.push_back(L.buffer->param_grad(static_cast<int>(i)));
-  return grads;
-}
 
 // Megatron's get_batch: the host batch, then one pinned, non-blocking copy per tensor — no host sync. (A plain
 // .to(cuda) from pageable memory is a copy plus a stream synchronize: 8 unledgered syncs per iteration, caught by
@@ -112,11 +93,7 @@ ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
     ScopedSite scope(site_name(Site::kNanCheckGrad));
     L.seg.protocol->nan_check(L.rerun, Site::kNanCheckGrad, grads.norm());
   };
-  // Megatron config.grad_scale_func = optimizer.scale_loss: loss * get_loss_scale() before backward. Without a
-  // scaler that scale is 1.0, so it is left out (no kernel).
-  if (L.scaler) {
-    hooks.scale_loss = [&L](const at::Tensor& loss) { return (loss * L.scaler->scale()).reshape(loss.sizes()); };
-  }
+  hooks.scale_loss = grad_scale_func(L.scaler.get());
   return hooks;
 }
 
@@ -125,9 +102,20 @@ int64_t scheduler_increment(const Loop& L) {
   return int64_t{num_microbatches(L.cfg.data, L.stage.layout)} * L.cfg.data.micro_batch * L.stage.layout.dp();
 }
 
-// A segment of the current arm begins at `since`: the arm's mutation sees the schedule and the masked write (none:
-// Megatron's), its protocol the scheduler and the steps so far, the driver a new arm's state.
-void begin_segment(Loop& L, int64_t since) {
+// A family that counts its successful steps on the device hands the count over (one read) where the host's scheduler
+// must be the device's: at a save and at the end of its segment.
+void catch_up_scheduler(Loop& L) {
+  if (const std::optional<int64_t> steps = L.seg.protocol->end_segment())
+    L.scheduler->step(scheduler_increment(L) * *steps - L.scheduler->num_steps());
+}
+
+// `arm` takes over at 0-based `since` (`instrumented` false: its reads are not counted): its protocol, the schedule
+// and the masked write as its mutation leaves them (none: Megatron's), the scheduler and the steps so far for its
+// protocol, a new arm's state for the driver, and the interval timer started.
+void begin_segment(Loop& L, const Arm& arm, bool instrumented, int64_t since) {
+  L.seg.arm = &arm;
+  L.ledger.set_counting(instrumented);
+  L.seg.protocol = select_protocol(arm, L.cfg, L.ledger, L.groups, L.rank, instrumented);
   L.seg.since = since;
   L.instruments.tap(L.stage, &L.seg.arm);
   L.seg.schedule = select_schedule(L.stage.layout);
@@ -135,13 +123,13 @@ void begin_segment(Loop& L, int64_t since) {
   L.adam->set_masked_write(L.seg.arm->mutated().masked_write());
   L.seg.protocol->begin_segment({*L.scheduler, scheduler_increment(L), L.next_iteration, L.cfg.train_iters});
   L.driver->begin_segment(since);
+  L.seg.protocol->timers().start_interval();
 }
 
-// A family that counts its successful steps on the device hands the count over (one read) where the host's scheduler
-// must be the device's: at a save and at the end of its segment.
-void catch_up_scheduler(Loop& L) {
-  if (const std::optional<int64_t> steps = L.seg.protocol->end_segment())
-    L.scheduler->step(scheduler_increment(L) * *steps - L.scheduler->num_steps());
+// The current arm's segment ends: the host's scheduler catches up with the device's count, the timers are drained.
+void end_segment(Loop& L) {
+  catch_up_scheduler(L);
+  L.result.timers.append(L.seg.protocol->finish());
 }
 
 // The level-1 timers record events on the stream, through the driver (inside a replayed body at every replay).
@@ -157,35 +145,17 @@ TrainState train_state(Loop& L) {
   return {L.stage.params, *L.adam, L.scaler.get(), *L.scheduler, L.consumed_samples, L.next_iteration};
 }
 
-// Megatron checkpoint_and_decide_exit's intervals, after training_log: a save at each --save-interval; at each
-// --exit-interval the run ends, saving first unless it just did. False when the run ends here.
-bool checkpoint_and_decide_exit(Loop& L, int64_t done) {
-  const RunConfig& c = L.cfg;
-  const auto save = [&L] {
-    ScopedSite site("checkpoint");
-    catch_up_scheduler(L);
-    save_train_state(L.cfg, L.rank, L.groups.world->size(), train_state(L), L.ledger, L.seg.arm->mutated());
-  };
-  const bool saved = !c.save_dir.empty() && c.save_interval > 0 && done % c.save_interval == 0;
-  if (saved) save();
-  if (c.exit_interval == 0 || done % c.exit_interval != 0) return true;
-  if (!c.save_dir.empty() && !saved) save();
-  L.result.exited_on_interval = true;
-  L.ended = true;
-  return false;
-}
-
-// A rerun decision that is not "proceed", in the Trace.
-void note_verdict(IterationRecord& rec, int64_t iteration, VerdictPhase phase, const Decision& d) {
-  rec.fault_verdicts.push_back({iteration + 1, phase, action_name(d.action)});
+// Megatron's save_checkpoint, after a family that counts its steps on the device handed the count over.
+void save(Loop& L) {
+  ScopedSite site("checkpoint");
+  catch_up_scheduler(L);
+  save_train_state(L.cfg, L.rank, L.groups.world->size(), train_state(L), L.ledger, L.seg.arm->mutated());
 }
 
 // optimizer.step at the scheduler's LR (or the one the protocol hands it), masked by the gate where it has a mask.
 OptimizerStepResult step_optimizer(Loop& L, int64_t iteration, const StepGate& gate) {
-  MainGrads grads = main_grads(L);
-  double lr = L.scheduler->get_lr();
-  lr = L.seg.arm->mutated().step_lr(lr);
-  if (gate.host_lr) lr = *gate.host_lr;
+  MainGrads grads = L.buffer->main_grads();
+  const double lr = gate.host_lr ? *gate.host_lr : L.seg.arm->mutated().step_lr(L.scheduler->get_lr());
   const CommPtr grad_stats = L.seg.arm->mutated().grad_stats_group(L.groups);
   OptimizerStepResult r;
   L.instruments.region(iteration, "optimizer", [&] {
@@ -223,6 +193,20 @@ LogInputs log_inputs(Loop& L, const StepOutcome& s, bool log_point) {
   return in;
 }
 
+// training_log's inputs at 1-based `done`: the step's values (read with the step where the family read them there),
+// the skip and the LR as they stand after it, and the run's position.
+LogInputs training_log_inputs(Loop& L, const StepOutcome& step, bool log_point, int64_t done) {
+  LogInputs in = step.inputs ? *step.inputs : log_inputs(L, step, log_point);
+  in.log_point = log_point;
+  in.skipped = step.skipped;  // inputs read with the step predate these two
+  in.learning_rate = L.scheduler->get_lr();
+  in.iteration = done;
+  in.train_iters = L.cfg.train_iters;
+  in.consumed_samples = L.consumed_samples;
+  in.global_batch = L.cfg.data.global_batch;
+  return in;
+}
+
 // ---- train_step: Megatron training.py train_step, in its order ----
 // `staged`: the graph's static batch (a replayed iteration's body); null: this iteration's batch is made here.
 StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec, const Batch* staged) {
@@ -230,6 +214,8 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   L.ledger.begin_iteration(iteration);
   ScopedSite numerics("numerics");  // work outside any site: the numerics path, the same in every arm
   L.rerun.begin_iteration(iteration);
+
+  rec.param_checksum_before = L.instruments.checksum(L.stage.params);  // forward-backward leaves them alone
 
   // ==== TRAINING SECTION: the numerics path, identical for every arm ====
   timer_start(L, "forward-backward");
@@ -240,27 +226,30 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
     fb = forward_backward(L.seg.schedule, L.stage, *L.buffer, batch, make_hooks(L, iteration));
   });
   timer_stop(L, "forward-backward");
-  L.instruments.grads_reduced(L.stage.params, *L.buffer);
+  L.instruments.grads_reduced(L.stage.params, *L.buffer);  // before the clip scales them in place
 
   // The rerun decision (should_run_forward_backward at loop exit) comes before optimizer.step: the host reads it,
   // or the device keeps it as the step's mask.
   const StepGate gate = L.seg.protocol->before_step(L.rerun, iteration, log_point);
-  rec.param_checksum_before = L.instruments.checksum(L.stage.params);
   out.decision = gate.decision;
-  if (!out.decision.proceed()) {
-    note_verdict(rec, iteration, VerdictPhase::kBeforeStep, out.decision);
-    rec.param_checksum_after = rec.param_checksum_before;
-    out.skipped = true;
-    if (out.decision.action == Decision::Action::kAbort) return out;
+  out.skipped = !out.decision.proceed();
+  if (out.decision.action != Decision::Action::kAbort) {
+    timer_start(L, "optimizer");
+    if (!out.skipped) out.step = step_optimizer(L, iteration, gate);
+    timer_stop(L, "optimizer");
+    out.loss = reduce_loss(L, fb);
   }
-  timer_start(L, "optimizer");
-  if (!out.skipped) out.step = step_optimizer(L, iteration, gate);
-  timer_stop(L, "optimizer");
+  // ==== end of the numerics path ====
+
+  if (out.skipped)
+    rec.fault_verdicts.push_back({rec.iteration, VerdictPhase::kBeforeStep, action_name(out.decision.action)});
+  if (out.decision.action == Decision::Action::kAbort) {
+    rec.param_checksum_after = rec.param_checksum_before;
+    return out;
+  }
   rec.param_checksum_after = L.instruments.checksum(L.stage.params);
-  out.loss = reduce_loss(L, fb);
   L.instruments.step_taken(L.stage.params, *L.buffer, *L.adam, out.step.grad_norm, out.loss);
   rec.schedule = to_string(fb.executed);
-  // ==== end of the numerics path ====
 
   // update_successful over TP x PP; the LR schedule then advances (by the global batch) on success only.
   StepDone done{iteration, log_point, L.scaler != nullptr, out.skipped, out.step.update_successful, out.loss,
@@ -271,7 +260,8 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   const StepVerdict verdict = L.seg.protocol->after_step(L.rerun, done);
   if (verdict.decision) {
     out.decision = *verdict.decision;
-    if (!out.decision.proceed()) note_verdict(rec, iteration, verdict.phase, out.decision);
+    if (!out.decision.proceed())
+      rec.fault_verdicts.push_back({rec.iteration, verdict.phase, action_name(out.decision.action)});
     if (out.decision.action == Decision::Action::kAbort) return out;
   }
   if (!verdict.update_successful) return out;  // only the device knows (it steps its own count)
@@ -280,19 +270,11 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   return out;
 }
 
-// The loop's persistent tensors a replayed iteration reads or writes (capture.h GraphState); the driver adds the
-// protocol's and the static batch.
+// The loop's persistent tensors a replayed iteration reads or writes (capture.h GraphState): a checkpoint's, the grad
+// buffer and the rerun machine's; the driver adds the protocol's and the static batch.
 GraphState graph_state(const Loop& L) {
-  GraphState s;
-  for (size_t i = 0; i < L.stage.params.size(); ++i) s.emplace_back(fmt::format("param{}", i), L.stage.params[i].value);
+  GraphState s = checkpoint_state(L.stage.params, *L.adam, L.scaler.get());
   s.emplace_back("grad_buffer", L.buffer->data());
-  for (size_t i = 0; i < L.adam->size(); ++i) {
-    s.emplace_back(fmt::format("adam.main{}", i), L.adam->main_params()[i]);
-    s.emplace_back(fmt::format("adam.exp_avg{}", i), L.adam->exp_avg()[i]);
-    s.emplace_back(fmt::format("adam.exp_avg_sq{}", i), L.adam->exp_avg_sq()[i]);
-  }
-  s.emplace_back("adam.step", L.adam->step_count());
-  if (L.scaler) s.emplace_back("scaler.scale", L.scaler->scale());
   for (auto& e : L.rerun.device_state()) s.push_back(std::move(e));
   return s;
 }
@@ -300,110 +282,64 @@ GraphState graph_state(const Loop& L) {
 // The run's step driver: the loop's own step, as the driver runs it.
 std::unique_ptr<StepDriver> make_driver(Loop& L) {
   LoopStep step;
-  step.train = [&L](int64_t it, bool log_point, IterationRecord& rec, const Batch* staged) {
-    return train_step(L, it, log_point, rec, staged);
+  step.eager = [&L](int64_t it, bool log_point, IterationRecord& rec) {
+    return train_step(L, it, log_point, rec, nullptr);
   };
-  step.log_inputs = [&L](const StepOutcome& s) { return log_inputs(L, s, /*log_point=*/false); };
+  step.body = [&L](int64_t it, IterationRecord& rec, const Batch& staged) {
+    return log_inputs(L, train_step(L, it, /*log_point=*/false, rec, &staged), /*log_point=*/false);
+  };
   step.batch = [&L](int64_t it) { return get_batch(L, it); };
   step.state = [&L] { return graph_state(L); };
   step.checksum = [&L] { return L.instruments.checksum(L.stage.params); };
   return make_step_driver(L.cfg, L.seg.arm->mutated(), L.ledger, L.rerun, L.instruments, std::move(step));
 }
 
-// Builds the optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron setup_model_and_optimizer).
+// The optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron's setup_model_and_optimizer).
 void setup(Loop& L) {
   const RunConfig& cfg = L.cfg;
-  LG_INPUT_CHECK(!(cfg.cuda_graph_iteration && cfg.capture.enabled()),
-                 "--cuda-graph iteration and --capture-probe: one at a time");
   L.driver = make_driver(L);            // first, as the probe: the graph's stream before the grad buffer's hooks exist
   L.instruments.start_capture_probe();  // first: the run moves to its stream before the grad buffer's hooks exist
-  LG_INPUT_CHECK(!(cfg.digests && cfg.cuda_graph_iteration),
-                 "--digests with --cuda-graph iteration: a replayed iteration runs no host code to digest it");
   L.upload = L.seg.arm->mutated().batch_upload(
       make_upload(L.ledger, cfg.model.device, cfg.async_emulation, cfg.stress, L.rank));
   GradBufferConfig bcfg;
   if (cfg.bucket_size > 0) bcfg.bucket_size = cfg.bucket_size;
   L.buffer = std::make_unique<GradBuffer>(L.stage.params, L.seg.arm->mutated().grad_sync_group(L.groups.dp), bcfg);
   L.adam = std::make_unique<Adam>(L.stage.params, AdamConfig{}, L.stage.coord.tp, L.stage.is_first_stage(),
-                                  main_grads(L).offsets());  // laid out as the grad buffer
-  if (cfg.dynamic_loss_scale) {
-    L.scaler = std::make_unique<DynamicGradScaler>(cfg.dynamic_scaler, run_device());
-  } else if (cfg.loss_scale > 0) {
-    L.scaler = std::make_unique<ConstantGradScaler>(cfg.loss_scale, run_device());
-  }
-  SchedulerIters si = cfg.schedule;
-  si.train_iters = cfg.train_iters;
-  si.global_batch_size = cfg.data.global_batch;
-  si.weight_decay = cfg.weight_decay;
-  L.scheduler = std::make_unique<OptimizerParamScheduler>(from_iters(si));
+                                  L.buffer->main_grads().offsets());  // laid out as the grad buffer
+  L.scaler = make_grad_scaler(cfg.dynamic_loss_scale, cfg.dynamic_scaler, cfg.loss_scale, run_device());
+  L.scheduler = std::make_unique<OptimizerParamScheduler>(scheduler_config(cfg));
   check_save_intervals(cfg);
   // A loaded run continues after the saved iteration; the new job warms up eagerly for two iterations before it
   // replays, as a job does from the start.
   if (!cfg.load_dir.empty())
     load_train_state(cfg, L.rank, L.groups.world->size(), train_state(L), L.seg.arm->mutated());
-  begin_segment(L, cfg.load_dir.empty() ? 0 : L.next_iteration + 1);
+  begin_segment(L, *L.seg.arm, /*instrumented=*/true, cfg.load_dir.empty() ? 0 : L.next_iteration + 1);
   L.result.trace.arm = L.seg.arm->name;
   L.result.trace.fixture = cfg.fixture;
   L.result.trace.world = L.groups.world->size();
-}
-
-void record_iteration(Loop& L, IterationRecord& rec, const LogOutputs& log, bool log_point) {
-  rec.consumed_samples = L.consumed_samples;
-  if (log_point) record_log_point(rec, log);
-  if (log.line) {
-    L.result.log_lines.push_back(*log.line);
-    if (L.cfg.print_log_line) L.cfg.print_log_line(*log.line);  // at its log point, as Megatron prints it
-  }
-  L.instruments.note(rec, rec.iteration - 1, L.groups);
-  L.result.trace.records.push_back(rec);
-  L.result.iterations_done = rec.iteration;
-}
-
-void record_abort(Loop& L, IterationRecord& rec, const Decision& d, int64_t iteration) {
-  rec.skipped = true;
-  L.instruments.note(rec, iteration, L.groups);
-  L.result.trace.records.push_back(rec);
-  L.result.exit_code = d.exit_code;
-}
-
-// An abort the host learned only at this log point: the parameters as before the fault's step (every step since
-// ran masked). No log line: Megatron exits before it logs.
-void record_late_abort(Loop& L, IterationRecord& rec, const LateAbort& abort) {
-  L.instruments.note(rec, rec.iteration - 1, L.groups);
-  L.result.trace.records.push_back(rec);
-  L.result.iterations_done = abort.fault_iteration - 1;  // the steps that took effect, as an eager loop's
-  L.result.exit_code = abort.exit_code;
-  L.result.iterations_past_fault = rec.iteration - abort.fault_iteration;
-  L.result.trace.iterations_past_fault = L.result.iterations_past_fault;  // the Trace says it too
-  L.ended = true;
 }
 
 // What follows training_log at an iteration: a window's outcomes learned here (or its abort), the exit vote, the
 // Trace. False when the run ends here.
 bool after_training_log(Loop& L, IterationRecord& rec, const LogOutputs& log, bool log_point) {
   backfill_window(L.result.trace.records, rec, log.window);
-  if (log.abort) {
-    record_late_abort(L, rec, *log.abort);
-    return false;
+  if (!log.abort) {
+    rec.exit_decision = L.seg.protocol->exit_vote(rec.iteration, log_point, log);
+    rec.consumed_samples = L.consumed_samples;
   }
-  rec.exit_decision = L.seg.protocol->exit_vote(rec.iteration, log_point, log);
-  record_iteration(L, rec, log, log_point);
-  if (rec.exit_decision) {
-    L.result.exited_on_duration = true;
-    L.ended = true;
-    return false;
-  }
-  return true;
+  L.instruments.note(rec, rec.iteration - 1, L.groups);
+  if (log.abort) L.result.add_late_abort(rec, *log.abort);
+  if (!log.abort) L.result.add_iteration(rec, log, log_point, L.cfg.print_log_line);
+  L.result.exited_on_duration = rec.exit_decision;
+  L.ended = log.abort || rec.exit_decision;
+  return !L.ended;
 }
 
 // Whether log point `done` (1-based) may leave its read in flight behind the next step: not the segment's last, not
 // under the capture probe (which captures training_log whole), nor where the run saves or ends on its interval (the
 // state must be whole there).
 bool may_trail(const Loop& L, int64_t done, int64_t until) {
-  const RunConfig& c = L.cfg;
-  const bool saves_or_exits = (c.exit_interval > 0 && done % c.exit_interval == 0) ||
-                              (!c.save_dir.empty() && c.save_interval > 0 && done % c.save_interval == 0);
-  return done < until && !L.instruments.capture_probe() && !saves_or_exits;
+  return done < until && !L.instruments.capture_probe() && !saves_at(L.cfg, done) && !exits_at(L.cfg, done);
 }
 
 // ---- the iterations of train(): train_step, training_log, the exit decision ----
@@ -419,11 +355,12 @@ void run_iterations(Loop& L, int64_t until) {
     rec.iteration = done;
     rec.rank = L.rank;
     StepOutcome step = L.driver->step(*L.seg.protocol, iteration, log_point, rec);
-    if (L.seg.protocol->reads_between_log_points()) rec.skipped = step.skipped;  // else from the device, at its log point
+    if (L.seg.protocol->reads_between_log_points()) rec.skipped = step.skipped;  // else the device's, at its log point
     if (!L.driver->land_trailing(*L.seg.protocol, after_log)) break;  // the previous log point's, behind this step
     L.rerun.end_iteration();  // from now on results are validated (Megatron skips the job's first iteration)
     if (step.decision.action == Decision::Action::kAbort) {
-      record_abort(L, rec, step.decision, iteration);
+      L.instruments.note(rec, iteration, L.groups);
+      L.result.add_abort(rec, step.decision.exit_code);
       L.ended = true;
       break;
     }
@@ -432,23 +369,17 @@ void run_iterations(Loop& L, int64_t until) {
     L.consumed_samples += cfg.data.global_batch;
 
     // Everything that follows is diagnostics: the log line, the Trace, the exit decision.
-    LogInputs in;
-    std::optional<LogOutputs> log = LogOutputs{};
-    in.iteration = done;  // a replay computed its log inputs inside; at a non-log iteration nothing logs
+    std::optional<LogOutputs> log = LogOutputs{};  // a replayed iteration logs at its log points only
     if (!step.replayed || log_point) L.instruments.region(done - 1, "training_log", [&] {
-      in = step.inputs ? *step.inputs : log_inputs(L, step, log_point);
-      in.log_point = log_point;
-      in.skipped = step.skipped;                    // inputs read with the step predate these two
-      in.learning_rate = L.scheduler->get_lr();
-      in.iteration = done;
-      in.train_iters = cfg.train_iters;
-      in.consumed_samples = L.consumed_samples;
-      in.global_batch = cfg.data.global_batch;
+      const LogInputs in = training_log_inputs(L, step, log_point, done);
       log = L.driver->training_log(*L.seg.protocol, in, step, rec, may_trail(L, done, until));
     });
     if (!log) continue;  // its read trails the next step; the rest of this iteration comes when it lands
     if (!after_training_log(L, rec, *log, log_point)) break;
-    if (!checkpoint_and_decide_exit(L, done)) break;
+    if (checkpoint_and_decide_exit(cfg, done, [&L] { save(L); })) {
+      L.result.exited_on_interval = L.ended = true;
+      break;
+    }
   }
   LG_CHECK(!L.driver->trailing(), "a log point's read trailed past the end of its segment");
 }
@@ -470,7 +401,6 @@ TrainSession::TrainSession(const RunConfig& cfg, const Arm& first_arm, ProcessGr
   set_current_iteration(-1);  // setup (model, optimizer) is no iteration's work
   impl_ = std::make_unique<Impl>(cfg, first_arm, groups, world_rank);
   setup(impl_->L);
-  impl_->L.seg.protocol->timers().start_interval();
 }
 
 TrainSession::~TrainSession() = default;
@@ -480,17 +410,10 @@ bool TrainSession::run(const Arm& arm, int64_t iterations, bool instrumented, bo
   if (L.ended) return false;
   // A new arm, or the same one with its instrumentation or digests switched, takes over at this iteration: its own
   // sites, timers and accumulators.
-  DigestLog* log = L.instruments.digests();
-  const bool digests_switch = log && digests != log->enabled();
+  const bool digests_switch = L.instruments.switch_digests(digests);
   if (&arm != L.seg.arm || instrumented != L.ledger.counting() || digests_switch) {
-    if (log) log->set_enabled(digests);
-    catch_up_scheduler(L);                                // the device counted the successful steps
-    L.result.timers.append(L.seg.protocol->finish());  // the arm's timers, drained
-    L.seg.arm = &arm;
-    L.ledger.set_counting(instrumented);
-    L.seg.protocol = select_protocol(arm, L.cfg, L.ledger, L.groups, L.rank, instrumented);
-    begin_segment(L, L.next_iteration);
-    L.seg.protocol->timers().start_interval();
+    end_segment(L);
+    begin_segment(L, arm, instrumented, L.next_iteration);
   }
   try {
     run_iterations(L, std::min(L.cfg.train_iters, L.next_iteration + iterations));
@@ -506,7 +429,7 @@ int64_t TrainSession::iterations_done() const { return impl_->L.next_iteration; 
 
 RunResult TrainSession::finish() {
   Loop& L = impl_->L;
-  if (!impl_->captured_stop) L.result.timers.append(L.seg.protocol->finish());  // the arm's timers, drained
+  if (!impl_->captured_stop) L.result.timers.append(L.seg.protocol->finish());  // the last arm's timers, drained
   L.result.final_param_checksum = L.instruments.checksum(L.stage.params);
   L.result.capture = L.instruments.capture_verdict();
   L.instruments.attach_digests(L.result.trace, L.stage.coord);

@@ -11,6 +11,7 @@
 #include "trainer/loop/arms.h"
 #include "trainer/loop/config.h"
 #include "trainer/loop/rerun.h"
+#include "trainer/loop/run_result.h"
 #include "trainer/loop/loop_timers.h"
 #include "trainer/loop/trace.h"
 #include "trainer/model/config.h"
@@ -22,26 +23,6 @@
 
 namespace loopgate {
 
-
-struct RunResult {
-  Trace trace;                     // this rank's records
-  int exit_code = 0;               // 0, or the rerun machine's abort code
-  int64_t iterations_done = 0;
-  bool exited_on_duration = false;
-  bool exited_on_interval = false;  // --exit-interval ended the run (after its save, with --save)
-  // The parameters as the run leaves them (RunConfig::param_checksums; 0 when not asked): a step taken after the
-  // last record (a replay launched behind a log point whose read then ended the run) shows only here.
-  uint64_t final_param_checksum = 0;
-  std::vector<std::string> log_lines;  // Megatron-format lines printed on this rank (print_rank_last)
-  TimerSummary timers;  // every interval reported, in report order; waits; pending bound
-  CaptureVerdict capture;                // the capture probe's verdict on this rank (attempted = false: off)
-  GraphReport graph;                     // --cuda-graph iteration on this rank (on = false: off)
-  // zerosync: an abort verdict reaches the host at the next log point; the iterations it ran past the fault
-  // (every step masked) — the arm's one behavioural difference from the baseline, which stops at the fault.
-  int64_t iterations_past_fault = 0;
-  // --async-emulation: asynchronous reads issued into their buffer before the last copy landed (async_copy.h).
-  int64_t async_races = 0;
-};
 
 // Runs `config.train_iters` iterations of `arm` on this rank. `groups` come from make_*_groups for the layout.
 RunResult train(const RunConfig& config, const Arm& arm, ProcessGroups& groups, int world_rank);

@@ -3,6 +3,7 @@
 #include "trainer/optim/adam.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <ATen/ScalarOps.h>
 
 #include "trainer/common/error.h"
@@ -32,15 +33,6 @@ at::Tensor host_scalar(double x) { return at::native::wrapped_scalar_tensor(x); 
 
 bool no_weight_decay_cond(const std::string& name, const at::Tensor& value) {
   return ends_with(name, ".bias") || value.dim() == 1;
-}
-
-std::vector<int64_t> MainGrads::offsets() const {
-  std::vector<int64_t> out;
-  for (const at::Tensor& v : views) {
-    LG_CHECK(v.is_alias_of(flat), "MainGrads: a grad view is not a view of the flat buffer");
-    out.push_back(v.storage_offset() - flat.storage_offset());
-  }
-  return out;
 }
 
 Adam::Adam(const Params& params, const AdamConfig& config, int tp_rank, bool is_first_pp_stage,
@@ -181,6 +173,17 @@ void Adam::step_impl(const MainGrads& main_grads, double lr, double wd, const at
     v.copy_(v_new);
   }
   step_.copy_(new_step);
+}
+
+GraphState Adam::state() const {
+  GraphState s;
+  for (size_t i = 0; i < size(); ++i) {
+    s.emplace_back(fmt::format("adam.main{}", i), main_params_[i]);
+    s.emplace_back(fmt::format("adam.exp_avg{}", i), exp_avg_[i]);
+    s.emplace_back(fmt::format("adam.exp_avg_sq{}", i), exp_avg_sq_[i]);
+  }
+  s.emplace_back("adam.step", step_);
+  return s;
 }
 
 void Adam::copy_main_to_model(Params& params) const {

@@ -11,23 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "trainer/capture/capture.h"
 #include "trainer/model/param.h"
+#include "trainer/optim/grad_buffer.h"
 #include "trainer/optim/grad_scaler.h"
 #include "trainer/parallel/comm.h"
 
 namespace loopgate {
 
 // ---- Adam ----
-
-// The fp32 main grads: one flat buffer and each param's view of it (GradBuffer::data() and param_grad(i), in the
-// buffer's layout). Adam keeps its main params and moments laid out as the flat buffer is, so each operation of the
-// update is one kernel over every param, as Apex's multi_tensor_adam is one launch for all of them.
-struct MainGrads {
-  at::Tensor flat;                // fp32 [total]
-  std::vector<at::Tensor> views;  // param i's grad, shaped like it: a view of `flat`
-  // Each view's first element in `flat`.
-  std::vector<int64_t> offsets() const;
-};
 
 // The operator-count site of a masked step's own work (the skip mask, the clip coefficient kept at 1 on a skipped
 // step, the step count's advance): a fixed few per iteration, counted apart from the numerics path, which is then
@@ -79,6 +71,9 @@ class Adam {
   const std::vector<at::Tensor>& exp_avg() const { return exp_avg_; }
   const std::vector<at::Tensor>& exp_avg_sq() const { return exp_avg_sq_; }
   const at::Tensor& step_count() const { return step_; }  // int64 [1] device
+  // Every tensor a step writes in place, by name: each param's main copy and moments, then the step count (what a
+  // checkpoint holds and a replayed iteration writes; capture.h GraphState).
+  GraphState state() const;
   double wd_mult(size_t i) const { return wd_mult_[i]; }
   bool counts_in_norm(size_t i) const { return counts_in_norm_[i]; }
   const AdamConfig& config() const { return config_; }

@@ -187,6 +187,17 @@ at::Tensor GradBuffer::bucket(int k) const { return state_->bucket_views.at(k); 
 const std::vector<int>& GradBuffer::bucket_params(int k) const { return state_->bucket_members.at(k); }
 at::Tensor GradBuffer::param_grad(int i) const { return state_->grad_views.at(i); }
 at::Tensor GradBuffer::data() const { return state_->data; }
+MainGrads GradBuffer::main_grads() const { return {state_->data, state_->grad_views}; }
+
+std::vector<int64_t> MainGrads::offsets() const {
+  std::vector<int64_t> out;
+  for (const at::Tensor& v : views) {
+    LG_CHECK(v.is_alias_of(flat), "MainGrads: a grad view is not a view of the flat buffer");
+    out.push_back(v.storage_offset() - flat.storage_offset());
+  }
+  return out;
+}
+
 int64_t GradBuffer::numel() const { return state_->data.numel(); }
 int GradBuffer::buckets_reduced_by_hook() const { return state_->reduced_by_hook; }
 

@@ -42,6 +42,16 @@ struct BucketLayout {
 };
 BucketLayout layout_grad_buckets(const std::vector<int64_t>& numels, int64_t bucket_size);
 
+// The fp32 main grads: one flat buffer and each param's view of it (GradBuffer::data() and param_grad(i), in the
+// buffer's layout). Adam keeps its main params and moments laid out as the flat buffer is, so each operation of the
+// update is one kernel over every param, as Apex's multi_tensor_adam is one launch for all of them.
+struct MainGrads {
+  at::Tensor flat;                // fp32 [total]
+  std::vector<at::Tensor> views;  // param i's grad, shaped like it: a view of `flat`
+  // Each view's first element in `flat`.
+  std::vector<int64_t> offsets() const;
+};
+
 class GradBuffer {
  public:
   // bucket: index; grads: the bucket's fp32 view in the buffer (local, pre-DP grads).
@@ -71,6 +81,7 @@ class GradBuffer {
   const std::vector<int>& bucket_params(int k) const;   // param indices (registration order) in bucket k
   at::Tensor param_grad(int i) const;                   // fp32 view shaped like param i (registration order)
   at::Tensor data() const;                              // the whole buffer
+  MainGrads main_grads() const;                         // the whole buffer and every param's view
   int64_t numel() const;
   int buckets_reduced_by_hook() const;                  // this step: buckets whose hook launched the reduce
 

@@ -71,4 +71,16 @@ void DynamicGradScaler::update(const at::Tensor& found_inf) {
   hysteresis_tracker_ = at::where(found, hysteresis_if_inf, hysteresis_if_clean);
 }
 
+std::function<at::Tensor(const at::Tensor& loss)> grad_scale_func(const GradScaler* scaler) {
+  if (!scaler) return {};
+  return [scaler](const at::Tensor& loss) { return (loss * scaler->scale()).reshape(loss.sizes()); };
+}
+
+GradScalerPtr make_grad_scaler(bool dynamic, const DynamicGradScalerConfig& config, double loss_scale,
+                               c10::Device device) {
+  if (dynamic) return std::make_unique<DynamicGradScaler>(config, device);
+  if (loss_scale > 0) return std::make_unique<ConstantGradScaler>(loss_scale, device);
+  return nullptr;
+}
+
 }  // namespace loopgate

@@ -7,6 +7,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace loopgate {
@@ -71,5 +72,13 @@ class DynamicGradScaler : public GradScaler {
 };
 
 using GradScalerPtr = std::unique_ptr<GradScaler>;
+
+// Megatron's config.grad_scale_func = optimizer.scale_loss: the loss times the scale, before backward. Without a
+// scaler that scale is 1.0, so there is none (no kernel).
+std::function<at::Tensor(const at::Tensor& loss)> grad_scale_func(const GradScaler* scaler);
+
+// Megatron's get_megatron_optimizer: a dynamic scaler (fp16), a constant one (--loss-scale > 0), or none (bf16).
+GradScalerPtr make_grad_scaler(bool dynamic, const DynamicGradScalerConfig& config, double loss_scale,
+                               c10::Device device);
 
 }  // namespace loopgate
