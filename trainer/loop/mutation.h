@@ -38,8 +38,6 @@ class Mutation {
   virtual std::unique_ptr<Timer> event_timer(const std::string& name, EventSource* events) const;
   // The pipeline schedule select_schedule picked for the layout.
   virtual void schedule(Schedule&) const {}
-  // How a masked optimizer step writes its tensors (empty: in place by the select).
-  virtual Adam::MaskedWrite masked_write() const { return {}; }
   // The asynchronous read a protocol's batched read goes through (async_copy.h): issue, wait, values.
   virtual std::unique_ptr<AsyncRead> log_read(std::unique_ptr<AsyncRead> made) const { return made; }
   // The batch's upload path (async_copy.h's Upload), as made for the run.

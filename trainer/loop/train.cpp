@@ -110,8 +110,8 @@ void catch_up_scheduler(Loop& L) {
 }
 
 // `arm` takes over at 0-based `since` (`instrumented` false: its reads are not counted): its protocol, the schedule
-// and the masked write as its mutation leaves them (none: Megatron's), the scheduler and the steps so far for its
-// protocol, a new arm's state for the driver, and the interval timer started.
+// as its mutation leaves it, the scheduler and the steps so far for its protocol, a new arm's state for the driver,
+// and the interval timer started.
 void begin_segment(Loop& L, const Arm& arm, bool instrumented, int64_t since) {
   L.seg.arm = &arm;
   L.ledger.set_counting(instrumented);
@@ -120,7 +120,6 @@ void begin_segment(Loop& L, const Arm& arm, bool instrumented, int64_t since) {
   L.instruments.tap(L.stage, &L.seg.arm);
   L.seg.schedule = select_schedule(L.stage.layout);
   L.seg.arm->mutated().schedule(L.seg.schedule);
-  L.adam->set_masked_write(L.seg.arm->mutated().masked_write());
   L.seg.protocol->begin_segment({*L.scheduler, scheduler_increment(L), L.next_iteration, L.cfg.train_iters});
   L.driver->begin_segment(since);
   L.seg.protocol->timers().start_interval();

@@ -158,15 +158,9 @@ void Adam::step_impl(const MainGrads& main_grads, double lr, double wd, const at
 
   if (skip) {  // masked skip: Megatron's `if found_inf_flag: return False, None, None`
     // Written in place by the select itself: one kernel per flat tensor, as the unmasked copy.
-    if (!masked_write_) {
-      at::where_out(p, keep, p, p_new);
-      at::where_out(m, keep, m, m_new);
-      at::where_out(v, keep, v, v_new);
-    } else {
-      masked_write_(p, keep, p_new);
-      masked_write_(m, keep, m_new);
-      masked_write_(v, keep, v_new);
-    }
+    at::where_out(p, keep, p, p_new);
+    at::where_out(m, keep, m, m_new);
+    at::where_out(v, keep, v, v_new);
   } else {
     p.copy_(p_new);
     m.copy_(m_new);

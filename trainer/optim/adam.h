@@ -63,11 +63,6 @@ class Adam {
 
   size_t size() const { return main_params_.size(); }
   const std::vector<at::Tensor>& main_params() const { return main_params_; }
-  // How a masked step writes `t` (the flat main params, exp_avg or exp_avg_sq) where `keep` is false: in place by
-  // the select, one kernel each (empty), or as a loop change under test writes it (handed in from outside the
-  // trainer: trainer/loop/mutation.h).
-  using MaskedWrite = std::function<void(at::Tensor& t, const at::Tensor& keep, const at::Tensor& updated)>;
-  void set_masked_write(MaskedWrite w) { masked_write_ = std::move(w); }
   const std::vector<at::Tensor>& exp_avg() const { return exp_avg_; }
   const std::vector<at::Tensor>& exp_avg_sq() const { return exp_avg_sq_; }
   const at::Tensor& step_count() const { return step_; }  // int64 [1] device
@@ -92,7 +87,6 @@ class Adam {
   std::vector<double> wd_mult_;
   std::vector<bool> counts_in_norm_;
   at::Tensor step_;
-  MaskedWrite masked_write_;
 };
 
 // ---- the mixed-precision step ----
