@@ -8,11 +8,13 @@
 // sum: none lost, none twice; the interval timer has one more, the saving run's last). Save points, on every
 // fixture: the clean run (the other checks' uninterrupted run, log interval 1) saved halfway, by the arm and by the
 // baseline for every arm; under --cuda-graph iteration (its CPU stand-in), where the new run captures again (not on
-// dp64). On single, at log interval 2: a log point; inside the LR warmup; inside WSD's anneal; right after a skipped
-// NaN step; inside the fp16 scaler's hysteresis and its growth interval. A saver's checkpoint is made once and loaded
-// by every arm. **Not proven here:** saves between log points (the trainer refuses them: a deferring arm's log
-// window is not in the checkpoint); the save on the duration exit; that the run is a new process (each run here is
-// a new TrainSession in the same process: the CTest cli_run_resume runs two processes).
+// dp64), at a log point and between log points. On single, at log interval 2: a log point; between log points
+// (every family's log window rides the checkpoint, LogWindow), with a skipped step pending in the window (on zerosync
+// a verdict only the device banked); inside the LR warmup; inside WSD's anneal; right after a skipped NaN step;
+// inside the fp16 scaler's hysteresis and its growth interval. A saver's checkpoint is made once and loaded by
+// every arm. **Not proven here:** the save on the duration exit; an abort due in a zerosync window at the save (its
+// code carries it; no save point has one); that the run is a new process (each run here is a new TrainSession in
+// the same process: the CTest cli_run_resume runs two processes).
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 #include <mpi.h>
@@ -76,6 +78,19 @@ const std::vector<SavePoint>& save_points() {
          c = resume_base(c);
          c.schedule.lr_decay_style = LrDecayStyle::kWSD;
          c.schedule.lr_wsd_decay_iters = 6;  // the anneal is iterations 7..12
+         return c;
+       }},
+      // Between log points (the window 5..6 holds 5): every family's log window rides the checkpoint, and zerosync
+      // reads its window's codes there.
+      {"between-log-points", 5, [](RunConfig c) { return resume_base(c); }},
+      // A skipped NaN step at 5 in the window 5..8, saved at 6: the skip (on zerosync a verdict only the device has
+      // banked) must reach the resumed run's line at 8.
+      {"between-log-points-skip", 6,
+       [](RunConfig c) {
+         c = resume_base(c);
+         c.log_interval = 4;
+         c.faults = inject(parse_fault_specs(fmt::format("iter=4,site=loss,rank={},kind=nan", world_size() - 1)));
+         c.rerun.on_fault = FaultOutcome::kSkipStep;
          return c;
        }},
       {"after-skip", 6,
@@ -247,6 +262,7 @@ TEST_P(Resume, ContinuesUnderTheIterationGraph) {
   RunConfig c = save_points().front().config(gate_config());
   c.cuda_graph_iteration = true;
   check_resume("log-point-graph", c, 6, arm, arm);
+  check_resume("between-log-points-graph", c, 7, arm, arm);  // after a replayed iteration that is no log point
 }
 
 INSTANTIATE_TEST_SUITE_P(Arms, Resume, ::testing::ValuesIn(resume_arms()),

@@ -83,10 +83,10 @@ row 0 "--cupti needs --device cuda" run --cupti
 row 0 "--profile needs --device cuda" run --profile
 row 0 "--profile needs --device cuda" run --device cpu --profile --arm syncfree
 
-# ---- loopgate run: checkpoints (saves fall on log points after iteration 1) ----
+# ---- loopgate run: checkpoints (saves fall after iteration 1, at a log point or between two) ----
 row 0 "--save-interval 4: applies only with --save" run --save-interval 4
-row 0 "--save-interval 3: a save falls on a log point after iteration 1 (--log-interval 2)" run --save "$WORK/ck" --save-interval 3 --log-interval 2
-row 0 "--exit-interval 1: a save falls on a log point after iteration 1" run --save "$WORK/ck" --exit-interval 1
+row 0 "--save-interval 1: a save falls after iteration 1" run --save "$WORK/ck" --save-interval 1 --log-interval 2
+row 0 "--exit-interval 1: a save falls after iteration 1" run --save "$WORK/ck" --exit-interval 1
 row 0 "--save-interval 0: must be >= 1" run --save "$WORK/ck" --save-interval 0
 row 0 "--load $WORK/none/latest_checkpointed_iteration.txt" run --load "$WORK/none"
 row 0 "--save /etc/hostname/ck: /etc/hostname is not a directory" run --save /etc/hostname/ck

@@ -65,10 +65,12 @@ void rewrite_checkpoint(const std::string& file, const std::function<void(std::m
   in.read("loopgate.args", args_value);
   std::map<std::string, int64_t> n;
   for (const char* key : {"loopgate.format", "loopgate.rank", "loopgate.world", "loopgate.iteration",
-                          "loopgate.consumed_samples", "loopgate.scheduler_steps", "loopgate.checksum"}) {
+                          "loopgate.consumed_samples", "loopgate.scheduler_steps", "loopgate.checksum",
+                          "loopgate.window.has_loss", "loopgate.window.loss_sum_bits", "loopgate.window.advanced",
+                          "loopgate.window.skipped", "loopgate.window.nan", "loopgate.window.abort_at",
+                          "loopgate.window.abort_code"}) {
     c10::IValue v;
-    in.read(key, v);
-    n[key] = v.toInt();
+    if (in.try_read(key, v)) n[key] = v.toInt();
   }
   std::map<std::string, at::Tensor> t;
   std::istringstream lines(names_value.toStringRef());
@@ -98,6 +100,41 @@ TEST(Checkpoint, LoadsBackAsSaved) {
   EXPECT_EQ(c.tensors[1].second.item<int64_t>(), 5);
   EXPECT_EQ(c.args, checkpoint_sample().args);
   EXPECT_FALSE(fs::exists(dir.rank0() + ".tmp"));  // renamed into place
+}
+
+// A save between log points: the log window so far, as any family continues it.
+Checkpoint checkpoint_with_window() {
+  Checkpoint c = checkpoint_sample();
+  c.window.has_loss = true;
+  c.window.loss_sum = 21.828125f;  // 3 losses' fp32 sum
+  c.window.advanced = 3;
+  c.window.skipped = 1;
+  c.window.nan = 1;
+  c.window.abort_at = 5;
+  c.window.abort_code = 17;
+  return c;
+}
+
+TEST(Checkpoint, TheLogWindowLoadsBackAsSaved) {
+  CheckpointFolder dir;
+  save_checkpoint(dir.path, 0, 1, checkpoint_with_window());
+  const LogWindow w = load_checkpoint(dir.path, 0, 1).window;
+  EXPECT_TRUE(w.has_loss);
+  EXPECT_EQ(w.loss_sum, 21.828125f);
+  EXPECT_EQ(w.advanced, 3 + wrong());
+  EXPECT_EQ(w.skipped, 1);
+  EXPECT_EQ(w.nan, 1);
+  EXPECT_EQ(w.abort_at, 5);
+  EXPECT_EQ(w.abort_code, 17);
+  EXPECT_EQ(load_checkpoint(dir.path, 0, 1).tensors.size(), 2u);  // the window is not among the state's tensors
+}
+
+TEST(Checkpoint, AWindowThatDoesNotMatchTheChecksumRefused) {
+  CheckpointFolder dir;
+  save_checkpoint(dir.path, 0, 1, checkpoint_with_window());
+  rewrite_checkpoint(dir.rank0(), [](auto& n) { n["loopgate.window.skipped"] = 0; }, [](auto&) {});
+  const std::string e = checkpoint_refusal([&] { load_checkpoint(dir.path, 0, 1); });
+  EXPECT_EQ(mentions(e, dir.rank0() + ": its tensors do not match its checksum"), !wrong()) << e;
 }
 
 TEST(Checkpoint, NoTrackerRefused) {

@@ -34,13 +34,12 @@ void add_run_flags(CLI::App* run, RunFlags& f) {
   run->add_option("--save", f.save, "save checkpoints into DIR (Megatron's layout: DIR/iter_N/rank_R.pt and the tracker)")
       ->group("Checkpoints");
   run->add_option("--save-interval", f.save_interval,
-                  "save after every N-th iteration, N >= 2 and a multiple of --log-interval (needs --save)")
+                  "save after every N-th iteration, N >= 2, a log point or between two (needs --save)")
       ->group("Checkpoints");
   run->add_option("--load", f.load, "continue from the latest checkpoint in DIR (its tracker names the iteration)")
       ->group("Checkpoints");
   run->add_option("--exit-interval", f.exit_interval,
-                  "end the run after every N-th iteration, N >= 1; with --save it saves first, so there N is a log "
-                  "point after iteration 1 (a multiple of --log-interval, not 1)")
+                  "end the run after every N-th iteration, N >= 1; with --save it saves first, so there N >= 2")
       ->group("Checkpoints");
   run->add_option("--inject", f.inject,
                   "faults: iter=I,site=loss|grad[,mb=M][,bucket=K][,rank=R][,kind=nan|inf];... (I counts from 0, "

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <filesystem>
 #include <fstream>
@@ -69,8 +70,7 @@ void check_save_intervals(const RunConfig& c) {
   if (c.save_dir.empty()) return;
   for (const auto& [flag, n] : {std::pair<const char*, int64_t>{"--save-interval", c.save_interval},
                                 {"--exit-interval", c.exit_interval}})
-    LG_INPUT_CHECK(n == 0 || (n >= 2 && n % c.log_interval == 0),
-                   "{} {}: a save falls on a log point after iteration 1 (--log-interval {})", flag, n, c.log_interval);
+    LG_INPUT_CHECK(n == 0 || n >= 2, "{} {}: a save falls after iteration 1", flag, n);
 }
 
 GraphState checkpoint_state(const Params& params, const Adam& adam, const GradScaler* scaler) {
@@ -127,6 +127,39 @@ std::string checkpoint_iteration_dir(const std::string& dir, int64_t iteration) 
   return fmt::format("{}/iter_{:07d}", dir, iteration);
 }
 
+namespace {
+
+// The log window's numbers, by key (the loss sum as its float's bits); a file without them holds an empty window.
+std::vector<std::pair<std::string, int64_t>> window_numbers(const LogWindow& w) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &w.loss_sum, sizeof bits);
+  return {{"loopgate.window.has_loss", w.has_loss}, {"loopgate.window.loss_sum_bits", bits},
+          {"loopgate.window.advanced", w.advanced}, {"loopgate.window.skipped", w.skipped},
+          {"loopgate.window.nan", w.nan},           {"loopgate.window.abort_at", w.abort_at},
+          {"loopgate.window.abort_code", w.abort_code}};
+}
+LogWindow window_of(const std::map<std::string, int64_t>& n) {
+  LogWindow w;
+  const auto at = [&n](const char* key) { return n.count(key) ? n.at(key) : 0; };
+  w.has_loss = at("loopgate.window.has_loss") != 0;
+  const auto bits = static_cast<uint32_t>(at("loopgate.window.loss_sum_bits"));
+  std::memcpy(&w.loss_sum, &bits, sizeof bits);
+  w.advanced = at("loopgate.window.advanced");
+  w.skipped = at("loopgate.window.skipped");
+  w.nan = at("loopgate.window.nan");
+  w.abort_at = at("loopgate.window.abort_at");
+  w.abort_code = static_cast<int>(at("loopgate.window.abort_code"));
+  return w;
+}
+// Mixed into the file's checksum: 0 for an empty window, so files saved before the window still load.
+uint64_t window_hash(const LogWindow& w) {
+  uint64_t h = 0;
+  for (const auto& [key, v] : window_numbers(w)) h = h * 1099511628211ULL + static_cast<uint64_t>(v);
+  return h;
+}
+
+}  // namespace
+
 void save_checkpoint(const std::string& dir, int rank, int world, const Checkpoint& c) {
   const std::string folder = checkpoint_iteration_dir(dir, c.iteration);
   std::error_code ec;
@@ -150,7 +183,8 @@ void save_checkpoint(const std::string& dir, int rank, int world, const Checkpoi
   archive.write("loopgate.iteration", scalar(c.iteration));
   archive.write("loopgate.consumed_samples", scalar(c.consumed_samples));
   archive.write("loopgate.scheduler_steps", scalar(c.scheduler_steps));
-  archive.write("loopgate.checksum", scalar(static_cast<int64_t>(tensor_checksum(values))));
+  for (const auto& [key, v] : window_numbers(c.window)) archive.write(key, scalar(v));
+  archive.write("loopgate.checksum", scalar(static_cast<int64_t>(tensor_checksum(values) + window_hash(c.window))));
   const std::string path = rank_file(dir, c.iteration, rank);
   bool ok = true;
   try {
@@ -201,6 +235,12 @@ Checkpoint load_checkpoint(const std::string& dir, int rank, int world) {
   c.iteration = number("loopgate.iteration");
   c.consumed_samples = number("loopgate.consumed_samples");
   c.scheduler_steps = number("loopgate.scheduler_steps");
+  std::map<std::string, int64_t> window;
+  for (const auto& [key, v] : window_numbers({})) {
+    c10::IValue value;
+    if (archive.try_read(key, value) && value.isInt()) window[key] = value.toInt();
+  }
+  c.window = window_of(window);
   c10::IValue args;
   LG_INPUT_CHECK(archive.try_read("loopgate.args", args) && args.isString(), "--load {}: {} holds no loopgate.args "
                  "(not a loopgate checkpoint)", dir, path);
@@ -220,14 +260,15 @@ Checkpoint load_checkpoint(const std::string& dir, int rank, int world) {
     c.tensors.emplace_back(name, t);
     values.push_back(t);
   }
-  LG_INPUT_CHECK(static_cast<int64_t>(tensor_checksum(values)) == number("loopgate.checksum"),
+  LG_INPUT_CHECK(static_cast<int64_t>(tensor_checksum(values) + window_hash(c.window)) == number("loopgate.checksum"),
                  "--load {}: {}: its tensors do not match its checksum (a damaged file)", dir, path);
   return c;
 }
 
-void save_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, Ledger& ledger,
-                      const Mutation& m) {
+void save_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const LogWindow& window,
+                      Ledger& ledger, const Mutation& m) {
   Checkpoint c;
+  c.window = window;
   c.iteration = s.iteration;
   c.consumed_samples = s.consumed_samples;
   c.scheduler_steps = s.scheduler.num_steps();
@@ -241,7 +282,8 @@ void save_train_state(const RunConfig& cfg, int rank, int world, const TrainStat
   save_checkpoint(cfg.save_dir, rank, world, c);
 }
 
-void load_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const Mutation& m) {
+
+LogWindow load_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const Mutation& m) {
   const std::string& dir = cfg.load_dir;
   Checkpoint c = load_checkpoint(dir, rank, world);
   check_checkpoint_args(dir, c, cfg, world);
@@ -252,6 +294,7 @@ void load_train_state(const RunConfig& cfg, int rank, int world, const TrainStat
   s.scheduler.step(c.scheduler_steps);
   s.consumed_samples = c.consumed_samples;
   s.iteration = c.iteration;
+  return c.window;
 }
 
 }  // namespace loopgate

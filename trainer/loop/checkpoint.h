@@ -13,6 +13,7 @@
 
 #include "trainer/capture/capture.h"
 #include "trainer/loop/config.h"
+#include "trainer/loop/log_point.h"
 #include "trainer/model/param.h"
 
 namespace loopgate {
@@ -31,6 +32,7 @@ struct Checkpoint {
   int64_t scheduler_steps = 0;   // OptimizerParamScheduler::num_steps: samples of the successful steps
   std::vector<std::pair<std::string, at::Tensor>> tensors;  // host tensors, in the order saved
   std::vector<std::pair<std::string, int64_t>> args;  // the model and layout it was saved with (checkpoint_args)
+  LogWindow window;  // the log window at the save (empty at a log point): two tensors of the file, loopgate.window.*
 };
 
 // What a checkpoint must agree on with the run that loads it, by flag name (Megatron's check_checkpoint_args):
@@ -47,9 +49,9 @@ bool exits_at(const RunConfig& c, int64_t done);
 // each --exit-interval the run ends, saved first (unless it just was). True when the run ends here.
 bool checkpoint_and_decide_exit(const RunConfig& c, int64_t done, const std::function<void()>& save);
 
-// Saves fall on log points after iteration 1: there every family has read and reset its log window (Megatron's
-// first line does not reset it), so the run's state is the saved state, the scheduler and the position. InputError,
-// naming the flag, for a --save-interval or --exit-interval (with --save) that is not such a point.
+// Saves fall after iteration 1, at any iteration: between log points the save holds the log window so far (any
+// family's, LogWindow), so the next line after a load is the line the run would have printed. InputError, naming the
+// flag, for a --save-interval or --exit-interval (with --save) of 1.
 void check_save_intervals(const RunConfig& c);
 
 // The live tensors a checkpoint holds besides the scheduler and the position: the parameters, Adam's main
@@ -82,11 +84,11 @@ struct TrainState {
 
 // Megatron's save_checkpoint into --save: the state read to the host, handed through `m` (Mutation::saving), then
 // this rank's file and, once every rank's is in place, the tracker. Collective over the world.
-void save_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, Ledger& ledger,
-                      const Mutation& m);
+void save_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const LogWindow& window,
+                      Ledger& ledger, const Mutation& m);
 // Megatron's load_checkpoint from --load: the file read and checked, handed through `m` (Mutation::loaded), then
 // written into `s` in place and the scheduler stepped by its saved steps, as its load_state_dict does. InputError,
-// naming the file or the flag, for a checkpoint this run cannot continue.
-void load_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const Mutation& m);
+// naming the file or the flag, for a checkpoint this run cannot continue. Returns the log window it continues.
+LogWindow load_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const Mutation& m);
 
 }  // namespace loopgate

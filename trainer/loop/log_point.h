@@ -48,6 +48,22 @@ struct LogOutputs {
   std::optional<LateAbort> abort;
 };
 
+// A log window as a save finds it between log points, the same for every family: what the next line averages and
+// counts since the last log point, so that a run loaded from the save continues it (checkpoint.h), whichever family
+// saved and whichever loads.
+struct LogWindow {
+  bool has_loss = false;  // an advanced iteration's loss is in the sum (on the rank that holds the loss)
+  float loss_sum = 0.0f;  // the advanced iterations' fp32 loss sum, as Megatron's total_loss_dict holds it
+  int64_t advanced = 0, skipped = 0, nan = 0;
+  // An abort the on-device family found in the window, due at its next log point: the fault's 1-based iteration
+  // and exit code (0: none). Only that family can carry it to the next log point.
+  int64_t abort_at = 0;
+  int abort_code = 0;
+  // The outcomes of the window's steps that only the save's read taught the host (the on-device family), oldest
+  // first: for the saving run's records; not saved.
+  std::vector<WindowStep> steps;
+};
+
 // The window's records learn their steps' outcomes: the last records of `records`, and `rec`, this log point's own
 // (not yet among them).
 void backfill_window(std::vector<IterationRecord>& records, IterationRecord& rec,

@@ -34,6 +34,7 @@ struct SegmentStart {
   int64_t samples_per_step = 0;
   int64_t next_iteration = 0;
   int64_t train_iters = 0;
+  LogWindow window;  // the log window a run loaded from a save continues (empty: a window begins here)
 };
 
 // The LR optimizer.step uses after k successful steps, k = 0..train_iters, as the float the step multiplies by,
@@ -104,6 +105,9 @@ class LoopProtocol {
   virtual bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) = 0;
   // A segment ends: the successful steps the device counted (zerosync: one read), nullopt where the host knows.
   virtual std::optional<int64_t> end_segment() = 0;
+  // A save after 1-based iteration `done`: the log window so far, read where the device holds it (one read); the
+  // window goes on as it was.
+  virtual LogWindow open_window(int64_t done) = 0;
   // Drains every timer: every interval ever reported, in report order, and counters.
   virtual TimerSummary finish() = 0;
   // The family's replay facet where it reads nothing between log points; null where the host reads every iteration

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <utility>
 
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
@@ -39,12 +41,13 @@ class OnDeviceProtocol final : public ProtocolBase, public Replayable {
     return static_cast<int64_t>(c_.ledger.read(Site::kBatchedLogRead, steps_done_).at(0));
   }
   Replayable* replayable() override { return this; }  // nothing is read between log points
+  LogWindow open_window(int64_t done) override;
 
  private:
   bool abort_outcome() const {
     return c_.config.rerun.on_fault == FaultOutcome::kAbort || c_.config.rerun.mode == RerunMode::kDisabled;
   }
-  void read_window(std::map<std::string, double>& v, int64_t iteration, LogOutputs& out);
+  void read_window(std::map<std::string, double>& v, int64_t slot_base, int64_t iteration, LogOutputs& out);
 
   // log_state_ (float64, read whole at a log point): [code of slot 0 .. k-1, aborted]; slot s holds fault +
   // skipped / 2 + non-finite loss / 4 of the window's s-th iteration, from which the host counts advanced, skipped
@@ -54,8 +57,12 @@ class OnDeviceProtocol final : public ProtocolBase, public Replayable {
   at::Tensor total_loss_;
   std::unique_ptr<AsyncRead> log_read_;
   Bundle issued_;             // the log point's read between issue_log_read and land_log_read
-  int64_t window_begin_ = 0;  // 0-based first iteration of the window since the last log point
+  int64_t slot_base_ = 0;     // 0-based iteration whose code is in slot 0 (the first after the last log point)
+  int64_t issued_base_ = 0;   // slot_base_ of the codes the issued read holds
+  int64_t window_begin_ = 0;  // 0-based first iteration whose code the host has not read (a save reads some)
   int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
+  bool loss_here_ = false;              // this rank holds the loss (the last stage): its sum is the window's
+  std::optional<LateAbort> due_abort_;  // an abort a save's read found, due at the next log point
 };
 
 void OnDeviceProtocol::begin_segment(const SegmentStart& start) {
@@ -73,8 +80,17 @@ void OnDeviceProtocol::begin_segment(const SegmentStart& start) {
   log_state_ = at::zeros({1 + k}, f64());
   codes_ = log_state_.narrow(0, 0, k);
   aborted_ = log_state_.narrow(0, k, 1);
-  total_loss_ = at::zeros({1}, on_run_device(at::kFloat));
-  window_begin_ = start.next_iteration;
+  // A run loaded from a save between log points continues the window the save read (checkpoint.h).
+  const LogWindow& w = start.window;
+  total_loss_ = at::full({1}, w.loss_sum, on_run_device(at::kFloat));
+  advanced_ = w.advanced;
+  skipped_ = w.skipped;
+  nan_ = w.nan;
+  if (w.abort_at > 0) {  // every later step stays masked, as in the run that saved
+    due_abort_ = LateAbort{w.abort_at, w.abort_code};
+    aborted_.fill_(1.0);
+  }
+  slot_base_ = window_begin_ = start.next_iteration;
 }
 
 // The rerun vote over the world (SUM of every rank's banked verdicts), never read: it masks this step, and every
@@ -100,6 +116,7 @@ StepVerdict OnDeviceProtocol::after_step(RerunStateMachine&, const StepDone& ste
   // Megatron logical_and_across_model_parallel_group: MIN over TP x PP, here never read.
   at::Tensor ok = step.update_successful.to(at::kLong).reshape({1});
   c_.groups.mp->all_reduce(ok, ReduceOp::kMin);
+  loss_here_ = step.loss.defined();
   steps_done_.add_(ok);                                      // the scheduler steps on success only
   at::index_select_out(lr_now_, lr_table_, 0, steps_done_);  // the LR of the next step, from the port's table
   // This iteration's code, read back at the log point: fault - ok / 2 (+ a non-finite loss / 4, where the loss is)
@@ -124,10 +141,11 @@ GraphState OnDeviceProtocol::device_state() const {
   return s;
 }
 
-// The window's codes since the last log point: counts, skips, faults, NaNs; the first fault when it aborts.
-void OnDeviceProtocol::read_window(std::map<std::string, double>& v, int64_t iteration, LogOutputs& out) {
+// The window's codes the host has not read: counts, skips, faults, NaNs; the first fault when it aborts.
+void OnDeviceProtocol::read_window(std::map<std::string, double>& v, int64_t slot_base, int64_t iteration,
+                                   LogOutputs& out) {
   for (int64_t it = window_begin_; it < iteration; ++it) {
-    double code = v[fmt::format("state@{}", it - window_begin_)] + 0.5;  // fault + skipped / 2 + non-finite loss / 4
+    double code = v[fmt::format("state@{}", it - slot_base)] + 0.5;  // fault + skipped / 2 + non-finite loss / 4
     const bool fault = code >= 1.0;
     code -= fault ? 1.0 : 0.0;
     const bool skipped = code >= 0.5;
@@ -135,7 +153,7 @@ void OnDeviceProtocol::read_window(std::map<std::string, double>& v, int64_t ite
     out.window.push_back({skipped, fault ? (abort_outcome() ? "abort" : "skip_step") : nullptr});
     skipped ? ++skipped_ : ++advanced_;
     if (skipped && code >= 0.25) ++nan_;  // a skipped iteration whose loss is not finite (Megatron's NaN probe)
-    if (fault && abort_outcome() && !out.abort) {  // Megatron's exit code, on every rank (the read is world-wide)
+    if (fault && abort_outcome() && !out.abort && !due_abort_) {  // Megatron's exit code, on every rank (world-wide)
       const int code_out = c_.config.rerun.mode == RerunMode::kDisabled ? kExitCodeUncaughtError
                                                                         : c_.config.rerun.abort_exit_code;
       out.abort = LateAbort{it + 1, code_out};
@@ -170,7 +188,33 @@ void OnDeviceProtocol::issue_log_read(const LogInputs& in) {
   // The next window writes its codes from slot 0 (stale slots past its length are never read); the loss sum
   // resets unless this is the first line (Megatron HEAD: the first-iteration line does not reset).
   slot_.zero_();
+  issued_base_ = std::exchange(slot_base_, in.iteration);
   if (in.iteration != 1) total_loss_.zero_();
+}
+
+// A save's read of the window so far: the loss sum and the codes of the iterations since the last log point or save,
+// decoded into the host's counters as a log point would (the skips the records learn, an abort now due).
+LogWindow OnDeviceProtocol::open_window(int64_t done) {
+  ScopedSite scope(site_name(Site::kBatchedLogRead));
+  const std::vector<double> read = c_.ledger.read(Site::kBatchedLogRead, at::cat({total_loss_.to(at::kDouble),
+                                                                                   log_state_}));
+  std::map<std::string, double> v;
+  for (size_t i = 1; i < read.size(); ++i) v[fmt::format("state@{}", i - 1)] = read[i];
+  LogOutputs window;
+  read_window(v, slot_base_, done, window);
+  if (window.abort) due_abort_ = window.abort;
+  LogWindow w;
+  w.has_loss = loss_here_ && advanced_ > 0;
+  w.loss_sum = static_cast<float>(read.front());
+  w.advanced = advanced_;
+  w.skipped = skipped_;
+  w.nan = nan_;
+  if (due_abort_) {
+    w.abort_at = due_abort_->fault_iteration;
+    w.abort_code = due_abort_->exit_code;
+  }
+  w.steps = std::move(window.window);
+  return w;
 }
 
 // The read lands: the window's codes decoded, the line made (or the abort found).
@@ -180,7 +224,8 @@ LogOutputs OnDeviceProtocol::land_log_read(const LogInputs& in) {
   issued_ = Bundle();
 
   LogOutputs window;
-  read_window(v, in.iteration, window);
+  read_window(v, issued_base_, in.iteration, window);
+  if (due_abort_) window.abort = std::exchange(due_abort_, std::nullopt);
   const double advanced = static_cast<double>(advanced_);
   const bool has_loss = advanced > 0 && in.loss.defined();  // the loss lives on the last stage, as the baseline's
   LogValues values;

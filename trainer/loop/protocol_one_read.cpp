@@ -61,6 +61,19 @@ class OneReadProtocol final : public ProtocolBase {
 
   LogOutputs training_log(const LogInputs& in) override;
 
+  void begin_segment(const SegmentStart& start) override {
+    const LogWindow& w = start.window;
+    LG_INPUT_CHECK(w.abort_at == 0, "--load: the checkpoint's log window holds an abort due from iteration {}, which "
+                   "only an arm that reads nothing between log points carries to its next log point", w.abort_at);
+    has_total_loss_ = w.has_loss;
+    total_loss_ = w.loss_sum;
+    advanced_ = w.advanced;
+    skipped_ = w.skipped;
+    nan_ = w.nan;
+  }
+  // Everything the window holds was read with its iterations.
+  LogWindow open_window(int64_t) override { return {has_total_loss_, total_loss_, advanced_, skipped_, nan_}; }
+
  private:
   double read(const char* key) const {
     auto it = read_.find(key);

@@ -36,6 +36,31 @@ class PerSiteProtocol final : public ProtocolBase {
 
   LogOutputs training_log(const LogInputs& in) override;
 
+  void begin_segment(const SegmentStart& start) override {
+    const LogWindow& w = start.window;
+    LG_INPUT_CHECK(w.abort_at == 0, "--load: the checkpoint's log window holds an abort due from iteration {}, which "
+                   "only an arm that reads nothing between log points carries to its next log point", w.abort_at);
+    has_total_loss_ = w.has_loss;
+    if (w.has_loss) total_loss_ = at::full({1}, w.loss_sum, on_run_device(at::kFloat));
+    advanced_ = w.advanced;
+    skipped_ = w.skipped;
+    nan_ = w.nan;
+  }
+
+  // The loss sum and, deferred, the skipped iterations' NaN count not yet read: one read.
+  LogWindow open_window(int64_t) override {
+    LogWindow w{has_total_loss_, 0.0f, advanced_, skipped_, nan_};
+    const bool nan_unread = !eager_stats() && skipped_ > 0;
+    std::vector<at::Tensor> unread;
+    if (has_total_loss_) unread.push_back(total_loss_.reshape({1}));
+    if (nan_unread) unread.push_back(nan_count_.reshape({1}));
+    if (unread.empty()) return w;
+    const std::vector<double> v = c_.ledger.read(Site::kBatchedLogRead, at::cat(unread));
+    if (has_total_loss_) w.loss_sum = static_cast<float>(v.front());
+    if (nan_unread) w.nan += static_cast<int64_t>(v.back());
+    return w;
+  }
+
  private:
   bool eager_stats() const { return c_.arm.stat_bundle == SyncMode::kEager; }
   bool eager_scalars() const { return c_.arm.device_scalars == SyncMode::kEager; }

@@ -14,6 +14,14 @@ void RunResult::add_iteration(const IterationRecord& rec, const LogOutputs& log,
   iterations_done = rec.iteration;
 }
 
+void RunResult::learn_window(const std::vector<WindowStep>& steps) {
+  if (steps.empty() || trace.records.empty()) return;
+  IterationRecord last = trace.records.back();  // backfill_window takes the window's last record apart
+  trace.records.pop_back();
+  backfill_window(trace.records, last, steps);
+  trace.records.push_back(std::move(last));
+}
+
 void RunResult::add_abort(IterationRecord rec, int code) {
   rec.skipped = true;
   trace.records.push_back(std::move(rec));

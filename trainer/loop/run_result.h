@@ -38,6 +38,8 @@ struct RunResult {
                      const std::function<void(const std::string&)>& print);
   // One the rerun machine aborted before its step: Megatron's exit code, no line.
   void add_abort(IterationRecord rec, int exit_code);
+  // The outcomes of the last records' steps, learned at a save between log points (where only the device knew them).
+  void learn_window(const std::vector<WindowStep>& steps);
   // An abort the host learned only at this log point, after its fault's iteration: the parameters are as before
   // the fault's step (every step since ran masked); no line, as Megatron exits before it logs.
   void add_late_abort(const IterationRecord& rec, const LateAbort& abort);

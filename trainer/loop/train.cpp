@@ -112,7 +112,7 @@ void catch_up_scheduler(Loop& L) {
 // `arm` takes over at 0-based `since` (`instrumented` false: its reads are not counted): its protocol, the schedule
 // as its mutation leaves it, the scheduler and the steps so far for its protocol, a new arm's state for the driver,
 // and the interval timer started.
-void begin_segment(Loop& L, const Arm& arm, bool instrumented, int64_t since) {
+void begin_segment(Loop& L, const Arm& arm, bool instrumented, int64_t since, const LogWindow& window = {}) {
   L.seg.arm = &arm;
   L.ledger.set_counting(instrumented);
   L.seg.protocol = select_protocol(arm, L.cfg, L.ledger, L.groups, L.rank, instrumented);
@@ -120,7 +120,7 @@ void begin_segment(Loop& L, const Arm& arm, bool instrumented, int64_t since) {
   L.instruments.tap(L.stage, &L.seg.arm);
   L.seg.schedule = select_schedule(L.stage.layout);
   L.seg.arm->mutated().schedule(L.seg.schedule);
-  L.seg.protocol->begin_segment({*L.scheduler, scheduler_increment(L), L.next_iteration, L.cfg.train_iters});
+  L.seg.protocol->begin_segment({*L.scheduler, scheduler_increment(L), L.next_iteration, L.cfg.train_iters, window});
   L.driver->begin_segment(since);
   L.seg.protocol->timers().start_interval();
 }
@@ -144,11 +144,14 @@ TrainState train_state(Loop& L) {
   return {L.stage.params, *L.adam, L.scaler.get(), *L.scheduler, L.consumed_samples, L.next_iteration};
 }
 
-// Megatron's save_checkpoint, after a family that counts its steps on the device handed the count over.
-void save(Loop& L) {
+// Megatron's save_checkpoint after `done`, once a family that counts its steps on the device handed the count over,
+// with the log window so far (whose steps' outcomes the records learn here where only the device knew them).
+void save(Loop& L, int64_t done) {
   ScopedSite site("checkpoint");
   catch_up_scheduler(L);
-  save_train_state(L.cfg, L.rank, L.groups.world->size(), train_state(L), L.ledger, L.seg.arm->mutated());
+  const LogWindow window = L.seg.protocol->open_window(done);
+  L.result.learn_window(window.steps);
+  save_train_state(L.cfg, L.rank, L.groups.world->size(), train_state(L), window, L.ledger, L.seg.arm->mutated());
 }
 
 // optimizer.step at the scheduler's LR (or the one the protocol hands it), masked by the gate where it has a mask.
@@ -308,11 +311,10 @@ void setup(Loop& L) {
   L.scaler = make_grad_scaler(cfg.dynamic_loss_scale, cfg.dynamic_scaler, cfg.loss_scale, run_device());
   L.scheduler = std::make_unique<OptimizerParamScheduler>(scheduler_config(cfg));
   check_save_intervals(cfg);
-  // A loaded run continues after the saved iteration; the new job warms up eagerly for two iterations before it
-  // replays, as a job does from the start.
-  if (!cfg.load_dir.empty())
-    load_train_state(cfg, L.rank, L.groups.world->size(), train_state(L), L.seg.arm->mutated());
-  begin_segment(L, *L.seg.arm, /*instrumented=*/true, cfg.load_dir.empty() ? 0 : L.next_iteration + 1);
+  // A loaded run continues after the saved iteration (and its log window), warming up eagerly before it replays.
+  const LogWindow window = cfg.load_dir.empty() ? LogWindow{} : load_train_state(cfg, L.rank, L.groups.world->size(),
+                                                                                    train_state(L), L.seg.arm->mutated());
+  begin_segment(L, *L.seg.arm, /*instrumented=*/true, cfg.load_dir.empty() ? 0 : L.next_iteration + 1, window);
   L.result.trace.arm = L.seg.arm->name;
   L.result.trace.fixture = cfg.fixture;
   L.result.trace.world = L.groups.world->size();
@@ -375,7 +377,7 @@ void run_iterations(Loop& L, int64_t until) {
     });
     if (!log) continue;  // its read trails the next step; the rest of this iteration comes when it lands
     if (!after_training_log(L, rec, *log, log_point)) break;
-    if (checkpoint_and_decide_exit(cfg, done, [&L] { save(L); })) {
+    if (checkpoint_and_decide_exit(cfg, done, [&L, done] { save(L, done); })) {
       L.result.exited_on_interval = L.ended = true;
       break;
     }
