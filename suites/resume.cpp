@@ -9,9 +9,9 @@
 // fixture: the clean run (the other checks' uninterrupted run, log interval 1) saved halfway, by the arm and by the
 // baseline for every arm; under --cuda-graph iteration (its CPU stand-in), where the new run captures again (not on
 // dp64), at a log point and between log points. On single, at log interval 2: a log point; between log points
-// (every family's log window rides the checkpoint, LogWindow), with a skipped step pending in the window (on zerosync
-// a verdict only the device banked); inside the LR warmup; inside WSD's anneal; right after a skipped NaN step;
-// inside the fp16 scaler's hysteresis and its growth interval. A saver's checkpoint is made once and loaded by
+// (every family's log window rides the checkpoint, LogWindow); right after a skipped NaN step, between log points
+// (the skip pending in the window: on zerosync a verdict only the device banked); inside the LR warmup; inside WSD's
+// anneal; inside the fp16 scaler's hysteresis and its growth interval. A saver's checkpoint is made once and loaded by
 // every arm. **Not proven here:** the save on the duration exit; an abort due in a zerosync window at the save (its
 // code carries it; no save point has one); that the run is a new process (each run here is a new TrainSession in
 // the same process: the CTest cli_run_resume runs two processes).
@@ -42,6 +42,7 @@ struct SavePoint {
   std::string name;
   int64_t k;  // the iteration saved at (the saving run ends there)
   std::function<RunConfig(RunConfig)> config;
+  std::string run;  // the save point whose uninterrupted run (the same config) this one shares; empty: its own
 };
 
 RunConfig resume_base(RunConfig c) {
@@ -82,21 +83,13 @@ const std::vector<SavePoint>& save_points() {
        }},
       // Between log points (the window 5..6 holds 5): every family's log window rides the checkpoint, and zerosync
       // reads its window's codes there.
-      {"between-log-points", 5, [](RunConfig c) { return resume_base(c); }},
-      // A skipped NaN step at 5 in the window 5..8, saved at 6: the skip (on zerosync a verdict only the device has
-      // banked) must reach the resumed run's line at 8.
-      {"between-log-points-skip", 6,
+      {"between-log-points", 5, [](RunConfig c) { return resume_base(c); }, "log-point"},
+      // Right after a skipped NaN step at 5, between log points: the skip (on zerosync a verdict only the device has
+      // banked) must reach the resumed run's line at 6. (Until 2026-12-05 this point saved at 6, a log point.)
+      {"after-skip", 5,
        [](RunConfig c) {
          c = resume_base(c);
-         c.log_interval = 4;
          c.faults = inject(parse_fault_specs(fmt::format("iter=4,site=loss,rank={},kind=nan", world_size() - 1)));
-         c.rerun.on_fault = FaultOutcome::kSkipStep;
-         return c;
-       }},
-      {"after-skip", 6,
-       [](RunConfig c) {
-         c = resume_base(c);
-         c.faults = inject(parse_fault_specs(fmt::format("iter=5,site=loss,rank={},kind=nan", world_size() - 1)));
          c.rerun.on_fault = FaultOutcome::kSkipStep;
          return c;
        }},
@@ -242,7 +235,11 @@ TEST_P(Resume, ContinuesBitForBitFromEverySavePoint) {
   for (const SavePoint& p : save_points()) {
     const RunConfig c = p.config(gate_config());
     if (p.k >= c.train_iters) continue;
-    check_resume(p.name, c, p.k, arm, arm);
+    if (p.run.empty()) {
+      check_resume(p.name, c, p.k, arm, arm);
+    } else {
+      check_resume(p.name, c, p.k, arm, arm, run_scenario("resume:" + p.run, c, arm));
+    }
   }
 }
 

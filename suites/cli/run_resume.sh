@@ -3,14 +3,16 @@
 # at 6 and ended there (--save, --exit-interval 6, baseline); new processes that load it and continue (baseline and
 # zerosync); their Megatron lines after iteration 6 must equal the uninterrupted run's of the same arm as printed
 # (the timestamp and the timing field left out). Then --load of another layout, another model shape, a truncated
-# file and a damaged one must each be refused: exit 2, one line naming the file, nothing written.
+# file and a damaged one must each be refused: exit 2, one line naming the file, nothing written. And the save on the
+# duration exit, between log points, continued in a new process.
 set -u
 LG=$1 MPIEXEC=$2
 W=$(mktemp -d /tmp/loopgate-resume-XXXXXX)
 trap 'rm -rf "$W"' EXIT
 run() { "$MPIEXEC" -q -n 2 "$LG" run --fixture tp2sp --iters 12 --log-interval 2 "$@"; }
-lines_after_6() { grep -o 'iteration  *[0-9]*/.*' "$1" | sed 's/elapsed time per iteration (ms): [0-9.]* |//' |
-                  awk '{ split($2, a, "/"); if (a[1] + 0 > 6) print }'; }
+lines_after() { grep -o 'iteration  *[0-9]*/.*' "$1" | sed 's/elapsed time per iteration (ms): [0-9.]* |//' |
+                awk -v k="$2" '{ split($2, a, "/"); if (a[1] + 0 > k) print }'; }
+lines_after_6() { lines_after "$1" 6; }
 fail=0
 run --arm baseline --save "$W/ck" --exit-interval 6 > "$W/save.log" 2>&1 || { echo "FAIL the saving run"; cat "$W/save.log"; exit 1; }
 [ "$(cat "$W/ck/latest_checkpointed_iteration.txt")" = 6 ] || { echo "FAIL the tracker does not name iteration 6"; exit 1; }
@@ -25,6 +27,24 @@ for arm in baseline zerosync; do
     echo "ok: $arm resumed in a new process prints the uninterrupted run's $n lines after iteration 6"
   fi
 done
+# The save on the duration exit (Megatron's checkpoint_and_decide_exit saves first): the simulated clock passes a
+# minute within the run, the baseline's vote (every iteration) ends it between log points, and the tracker names
+# that iteration; a new process continues it to the uninterrupted run's lines.
+run --arm baseline --save "$W/ckd" --exit-duration-in-mins 1 --simulated-minutes-per-iteration 0.25 > "$W/dur.log" 2>&1 ||
+  { echo "FAIL the run that exits on duration"; cat "$W/dur.log"; fail=1; }
+k=$(cat "$W/ckd/latest_checkpointed_iteration.txt" 2>/dev/null)
+if [ "$k" != 5 ]; then
+  echo "FAIL the duration exit saved no checkpoint at 5 (the tracker names '${k:-nothing}')"; fail=1
+else
+  run --arm zerosync --load "$W/ckd" > "$W/resumed_dur.log" 2>&1 || { echo "FAIL zerosync from the duration save"; fail=1; }
+  if [ "$(lines_after "$W/full_zerosync.log" 5 | wc -l)" -ne 4 ] ||
+     ! diff <(lines_after "$W/full_zerosync.log" 5) <(lines_after "$W/resumed_dur.log" 5); then
+    echo "FAIL zerosync resumed from the duration exit's save (at 5, between log points) differs after iteration 5"
+    fail=1
+  else
+    echo "ok: the duration exit saved at 5, and zerosync continues it as uninterrupted"
+  fi
+fi
 # refused WHAT PATTERN CMD...: CMD must exit 2 with one error line matching PATTERN (it names the file), and
 # write nothing into the checkpoints.
 refused() {

@@ -312,16 +312,17 @@ void setup(Loop& L) {
   L.scheduler = std::make_unique<OptimizerParamScheduler>(scheduler_config(cfg));
   check_save_intervals(cfg);
   // A loaded run continues after the saved iteration (and its log window), warming up eagerly before it replays.
-  const LogWindow window = cfg.load_dir.empty() ? LogWindow{} : load_train_state(cfg, L.rank, L.groups.world->size(),
-                                                                                    train_state(L), L.seg.arm->mutated());
+  LogWindow window;
+  if (!cfg.load_dir.empty())
+    window = load_train_state(cfg, L.rank, L.groups.world->size(), train_state(L), L.seg.arm->mutated());
   begin_segment(L, *L.seg.arm, /*instrumented=*/true, cfg.load_dir.empty() ? 0 : L.next_iteration + 1, window);
   L.result.trace.arm = L.seg.arm->name;
   L.result.trace.fixture = cfg.fixture;
   L.result.trace.world = L.groups.world->size();
 }
 
-// What follows training_log at an iteration: a window's outcomes learned here (or its abort), the exit vote, the
-// Trace. False when the run ends here.
+// What follows training_log: a window's outcomes learned here (or its abort), the exit vote (Megatron's
+// checkpoint_and_decide_exit saves first, with --save), the Trace. False when the run ends here.
 bool after_training_log(Loop& L, IterationRecord& rec, const LogOutputs& log, bool log_point) {
   backfill_window(L.result.trace.records, rec, log.window);
   if (!log.abort) {
@@ -331,6 +332,7 @@ bool after_training_log(Loop& L, IterationRecord& rec, const LogOutputs& log, bo
   L.instruments.note(rec, rec.iteration - 1, L.groups);
   if (log.abort) L.result.add_late_abort(rec, *log.abort);
   if (!log.abort) L.result.add_iteration(rec, log, log_point, L.cfg.print_log_line);
+  if (rec.exit_decision && !L.cfg.save_dir.empty()) save(L, rec.iteration);
   L.result.exited_on_duration = rec.exit_decision;
   L.ended = log.abort || rec.exit_decision;
   return !L.ended;
@@ -346,9 +348,7 @@ bool may_trail(const Loop& L, int64_t done, int64_t until) {
 // ---- the iterations of train(): train_step, training_log, the exit decision ----
 void run_iterations(Loop& L, int64_t until) {
   const RunConfig& cfg = L.cfg;
-  const AfterLog after_log = [&L](IterationRecord& rec, const LogOutputs& log) {
-    return after_training_log(L, rec, log, /*log_point=*/true);
-  };
+  const AfterLog landed = [&L](IterationRecord& r, const LogOutputs& o) { return after_training_log(L, r, o, true); };
   for (int64_t iteration = L.next_iteration; iteration < until;) {
     const int64_t done = iteration + 1;  // Megatron's `iteration` after the increment: 1-based
     const bool log_point = done % cfg.log_interval == 0 || done == 1;
@@ -357,7 +357,7 @@ void run_iterations(Loop& L, int64_t until) {
     rec.rank = L.rank;
     StepOutcome step = L.driver->step(*L.seg.protocol, iteration, log_point, rec);
     if (L.seg.protocol->reads_between_log_points()) rec.skipped = step.skipped;  // else the device's, at its log point
-    if (!L.driver->land_trailing(*L.seg.protocol, after_log)) break;  // the previous log point's, behind this step
+    if (!L.driver->land_trailing(*L.seg.protocol, landed)) break;  // the previous log point's, behind this step
     L.rerun.end_iteration();  // from now on results are validated (Megatron skips the job's first iteration)
     if (step.decision.action == Decision::Action::kAbort) {
       L.instruments.note(rec, iteration, L.groups);
