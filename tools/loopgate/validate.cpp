@@ -196,7 +196,7 @@ int grad_buckets_of_rank(const RunConfig& c, const Layout& layout, int rank) {
   return layout_grad_buckets(stage_param_numels(c.model, layout, rank), size).num_buckets();
 }
 
-// Saves fall on log points after iteration 1 (the trainer's rule, checkpoint.h): asked before any work here.
+// Saves fall after iteration 1 (the trainer's rule, checkpoint.h): asked before any work here.
 void check_checkpoints(const RunOptions& o) {
   const RunConfig& c = o.config;
   if (!c.save_dir.empty()) {

@@ -54,8 +54,8 @@ struct RunConfig {
   std::shared_ptr<const FaultPlan> faults; // --inject (null: none)
   double exit_duration_in_mins = 0.0;      // --exit-duration-in-mins (0 = off)
   // Checkpoints (trainer/loop/checkpoint.h), Megatron's --save, --save-interval, --load, --exit-interval: a save at
-  // each iteration the interval divides and before an exit on --exit-interval; a run that loads continues after the
-  // saved iteration. Saves fall on log points, after iteration 1 (check_save_intervals, checkpoint.h).
+  // each iteration the interval divides and before an exit on --exit-interval or on the duration vote; a run that
+  // loads continues after the saved iteration. Saves fall after iteration 1, at log points or between them (check_save_intervals, checkpoint.h).
   std::string save_dir;        // "": no saves
   int64_t save_interval = 0;   // 0: only the save on exit
   std::string load_dir;        // "": from the initial parameters
