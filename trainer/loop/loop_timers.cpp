@@ -26,6 +26,14 @@ void TimerSummary::append(const TimerSummary& t) {
 namespace {
 const char* const kLevel1Timers[] = {"forward-backward", "optimizer"};
 constexpr const char* kIntervalTimer = "interval-time";
+constexpr const char* kSaveTimer = "save-checkpoint";
+
+// Megatron's Timer.start/stop synchronize the device (torch.cuda.synchronize()).
+void timer_device_sync() {
+#if LOOPGATE_HAS_CUDA
+  if (run_device().is_cuda()) cuda_device_synchronize();
+#endif
+}
 }  // namespace
 
 LoopTimers::LoopTimers(const Arm& arm, const RunConfig& config, Ledger& ledger, ProcessGroups& groups, int world_rank,
@@ -55,9 +63,7 @@ LoopTimers::LoopTimers(const Arm& arm, const RunConfig& config, Ledger& ledger, 
     if (arm_.timers == SyncMode::kDeferred) return arm_.mutated().event_timer(name, timer_events_);
     return std::make_unique<HostTimer>(name, &clock_, groups_.world.get(), [this] {
       ledger_.record_sync(Site::kTimers);
-#if LOOPGATE_HAS_CUDA
-      if (run_device().is_cuda()) cuda_device_synchronize();  // torch.cuda.synchronize()
-#endif
+      timer_device_sync();
     });
   };
   if (instrumented || arm_.timers != SyncMode::kDeferred)
@@ -85,6 +91,18 @@ void LoopTimers::stop(const std::string& name) {
   if (Timer* t = level1(name)) t->stop(/*barrier=*/false);
 }
 void LoopTimers::start_interval() { timers_.at(kIntervalTimer)->start(/*barrier=*/true); }
+
+void LoopTimers::time_save(const std::function<void()>& save) {
+  Timer& interval = *timers_.at(kIntervalTimer);
+  interval.stop(/*barrier=*/false);
+  HostTimer timer(kSaveTimer, &clock_, groups_.world.get(), [this] { ledger_.checkpoint_sync(timer_device_sync); });
+  timer.start(/*barrier=*/true);
+  save();
+  timer.stop(/*barrier=*/true);
+  timer.elapsed(/*reset=*/true, /*barrier=*/false);
+  publish(timer.take_reported());
+  interval.start(/*barrier=*/true);
+}
 
 // The interval time read at this log point over the iterations it covers, shown_window_ (eager: this log
 // interval; deferred: the one before, lagged by one window), in ms per iteration.

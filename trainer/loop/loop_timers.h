@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,6 +60,10 @@ class LoopTimers {
   // The intervals reported since the previous log point, and the iterations the shown time covers.
   std::vector<TimerInterval> take_log_point_intervals();
   TimerWindow shown_window() const { return shown_window_; }
+  // Megatron's save_checkpoint_and_time around `save`: the interval timer stops, so the window open at the save
+  // leaves the save's time out, and starts again after it; the save is timed by its own host timer
+  // (save-checkpoint, behind a barrier as Megatron's), reported at once (Timers.log([save-checkpoint])).
+  void time_save(const std::function<void()>& save);
   // Drains every timer (stop of the timer set): every interval ever reported, in report order, and counters.
   TimerSummary finish();
 

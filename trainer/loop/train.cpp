@@ -144,14 +144,15 @@ TrainState train_state(Loop& L) {
   return {L.stage.params, *L.adam, L.scaler.get(), *L.scheduler, L.consumed_samples, L.next_iteration};
 }
 
-// Megatron's save_checkpoint after `done`, once a family that counts its steps on the device handed the count over,
-// with the log window so far (whose steps' outcomes the records learn here where only the device knew them).
+// Megatron's save_checkpoint_and_time after `done`, the device's step count and log window so far handed over.
 void save(Loop& L, int64_t done) {
   ScopedSite site("checkpoint");
   catch_up_scheduler(L);
   const LogWindow window = L.seg.protocol->open_window(done);
   L.result.learn_window(window.steps);
-  save_train_state(L.cfg, L.rank, L.groups.world->size(), train_state(L), window, L.ledger, L.seg.arm->mutated());
+  L.seg.protocol->timers().time_save([&] {
+    save_train_state(L.cfg, L.rank, L.groups.world->size(), train_state(L), window, L.ledger, L.seg.arm->mutated());
+  });
 }
 
 // optimizer.step at the scheduler's LR (or the one the protocol hands it), masked by the gate where it has a mask.
@@ -312,9 +313,8 @@ void setup(Loop& L) {
   L.scheduler = std::make_unique<OptimizerParamScheduler>(scheduler_config(cfg));
   check_save_intervals(cfg);
   // A loaded run continues after the saved iteration (and its log window), warming up eagerly before it replays.
-  LogWindow window;
-  if (!cfg.load_dir.empty())
-    window = load_train_state(cfg, L.rank, L.groups.world->size(), train_state(L), L.seg.arm->mutated());
+  const LogWindow window = cfg.load_dir.empty() ? LogWindow{}
+      : load_train_state(cfg, L.rank, L.groups.world->size(), train_state(L), L.seg.arm->mutated());
   begin_segment(L, *L.seg.arm, /*instrumented=*/true, cfg.load_dir.empty() ? 0 : L.next_iteration + 1, window);
   L.result.trace.arm = L.seg.arm->name;
   L.result.trace.fixture = cfg.fixture;

@@ -209,6 +209,17 @@ std::vector<at::Tensor> Ledger::host_copies(const std::vector<at::Tensor>& tenso
   return out;
 }
 
+void Ledger::checkpoint_sync(const std::function<void()>& sync) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++diagnostic_reads_;
+  }
+  const char* previous = current_site();
+  set_current_site("diagnostic_checkpoint");
+  if (sync) sync();
+  set_current_site(previous);
+}
+
 void Ledger::reset() {
   std::lock_guard<std::mutex> lock(mu_);
   iteration_ = 0;

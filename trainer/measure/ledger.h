@@ -113,6 +113,9 @@ class Ledger {
   // A checkpoint's host copies of `tensors` (contiguous CPU tensors, the same dtypes): a read outside every
   // iteration, named apart for CUPTI as the checksums are.
   std::vector<at::Tensor> host_copies(const std::vector<at::Tensor>& tensors);
+  // A checkpoint's device synchronize (`sync`: the timer around the save, Megatron's save_checkpoint_and_time):
+  // outside every iteration as its copies are, and named as they are.
+  void checkpoint_sync(const std::function<void()>& sync);
 
   void reset();  // forget everything; iteration back to 0
 
