@@ -249,6 +249,22 @@ TEST_P(Resume, ContinuesBitForBitFromEverySavePoint) {
   }
 }
 
+// A save between log points on more than one rank, right after a NaN step on the last rank skipped: each rank's
+// window is its own (on pp2 only the last stage holds the loss sum; the skip is a verdict every rank must carry).
+// One arm of each log-window family (as between-log-points above); not at 8 ranks or more (2 cores).
+TEST_P(Resume, ContinuesBetweenLogPointsOnEveryRank) {
+  const std::string& arm = GetParam();
+  if (world_size() == 1) GTEST_SKIP() << "single saves between log points at the save points above";
+  if (world_size() >= 8) GTEST_SKIP() << "8 ranks or more on 2 cores: shown on tp2sp and pp2";
+  if (arm.rfind("syncfree-", 0) == 0) GTEST_SKIP() << "syncfree-1..4 hold the per-site family's window";
+  RunConfig c = resume_base(gate_config());
+  c.train_iters = 6;
+  c.schedule.lr_warmup_iters = std::min<int64_t>(c.schedule.lr_warmup_iters, c.train_iters - 1);
+  c.faults = inject(parse_fault_specs(fmt::format("iter=2,site=loss,rank={},kind=nan", world_size() - 1)));
+  c.rerun.on_fault = FaultOutcome::kSkipStep;
+  check_resume("after-skip-ranks", c, 3, arm, arm);  // the window 3..4 holds the skip at 3
+}
+
 TEST_P(Resume, ContinuesFromTheBaselinesCheckpoint) {
   const std::string& arm = GetParam();
   if (arm == "baseline") GTEST_SKIP() << "the baseline resumes its own checkpoints in the test above";

@@ -196,8 +196,11 @@ void OnDeviceProtocol::issue_log_read(const LogInputs& in) {
 // decoded into the host's counters as a log point would (the skips the records learn, an abort now due).
 LogWindow OnDeviceProtocol::open_window(int64_t done) {
   ScopedSite scope(site_name(Site::kBatchedLogRead));
-  const std::vector<double> read = c_.ledger.read(Site::kBatchedLogRead, at::cat({total_loss_.to(at::kDouble),
-                                                                                   log_state_}));
+  // The codes MAX-reduced over the world as the log point's read reduces them (a NaN on any rank is the window's),
+  // so the counts the load seeds are the ones this rank's line would have shown; the loss sum stays this rank's.
+  at::Tensor codes = log_state_.clone();
+  c_.groups.world->all_reduce(codes, ReduceOp::kMax);
+  const std::vector<double> read = c_.ledger.read(Site::kBatchedLogRead, at::cat({total_loss_.to(at::kDouble), codes}));
   std::map<std::string, double> v;
   for (size_t i = 1; i < read.size(); ++i) v[fmt::format("state@{}", i - 1)] = read[i];
   LogOutputs window;

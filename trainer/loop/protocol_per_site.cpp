@@ -44,10 +44,12 @@ class PerSiteProtocol final : public ProtocolBase {
     if (w.has_loss) total_loss_ = at::full({1}, w.loss_sum, on_run_device(at::kFloat));
     advanced_ = w.advanced;
     skipped_ = w.skipped;
-    nan_ = w.nan;
+    // Deferred, the window's NaN count is this rank's until the log point's read reduces it over the world.
+    nan_ = eager_stats() ? w.nan : 0;
+    if (!eager_stats()) nan_count_.fill_(static_cast<double>(w.nan));
   }
 
-  // The loss sum and, deferred, the skipped iterations' NaN count not yet read: one read.
+  // The loss sum and, deferred, the skipped iterations' NaN count not yet read (this rank's): one read.
   LogWindow open_window(int64_t) override {
     LogWindow w{has_total_loss_, 0.0f, advanced_, skipped_, nan_};
     const bool nan_unread = !eager_stats() && skipped_ > 0;
