@@ -101,5 +101,27 @@ TEST(GatePower, CollectivesNameALocalVoteWithinTenSeconds) {
   if (world_rank() == 0) std::printf("named in %.1f s: %s\n", seconds, what.c_str());
 }
 
+// A rank whose collective has another size (defect-vote-size-on-fault: the rerun vote's all-reduce carries two
+// elements on the last rank when it saw the fault): with --check-collectives the ranks compare each call's
+// fingerprint before it reaches the transport, so the mismatch is named with each rank's count, and no transport
+// error comes first. (Without it, the gate's records name the same call after Open MPI refuses it: checks.md.)
+TEST(GatePower, CollectivesNameASizeMismatchBeforeTheTransport) {
+  if (gate_fixture() != "tp2sp") GTEST_SKIP() << "shown on tp2sp";
+  RunConfig c = case_config(fault_cases().at(2));  // the last rank's loss, skip: the fault that resizes the vote
+  c.check_collectives = true;
+  std::string what;
+  try {
+    run_arm_on(pooled_run_groups(on_gate_device(c)), "defect-vote-size-on-fault");
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("collective mismatch on group world"), std::string::npos)
+      << "defect-vote-size-on-fault was not named before the transport (" << (what.empty() ? "it ran to the end" : what)
+      << ")";
+  EXPECT_NE(what.find("1 x Float"), std::string::npos) << what;
+  EXPECT_NE(what.find("2 x Float"), std::string::npos) << what;
+  if (world_rank() == 0) std::printf("named before the transport: %s\n", what.c_str());
+}
+
 }  // namespace
 }  // namespace loopgate
