@@ -12,7 +12,8 @@
 // dp64), at a log point and between log points. On single, at log interval 2: a log point; between log points
 // (every family's log window rides the checkpoint, LogWindow); right after a skipped NaN step, between log points
 // (the skip pending in the window: on zerosync a verdict only the device banked); inside the LR warmup; inside WSD's
-// anneal; inside the fp16 scaler's hysteresis and its growth interval. A saver's checkpoint is made once and loaded by
+// anneal; inside the fp16 scaler's hysteresis and its growth interval. On tp2sp and pp2: between log points right
+// after a NaN on the last rank skipped (every rank's window). A saver's checkpoint is made once and loaded by
 // every arm. **Not proven here:** the save on the duration exit; an abort due in a zerosync window at the save (its
 // code carries it; no save point has one); that the run is a new process (each run here is a new TrainSession in
 // the same process: the CTest cli_run_resume runs two processes).
@@ -44,8 +45,9 @@ struct SavePoint {
   int64_t k;  // the iteration saved at (the saving run ends there)
   std::function<RunConfig(RunConfig)> config;
   std::string run;  // the save point whose uninterrupted run (the same config) this one shares; empty: its own
-  // Only for an arm of its own family's log window: the seed's intermediate commits (syncfree-1..4) hold the
-  // per-site family's window, eager or deferred, as the baseline and syncfree do (a check's cost, 2 cores).
+  // Only for one arm of each family: the seed's intermediate commits (syncfree-1..4) hold the per-site family's window,
+  // eager or deferred, and its scheduler and scaler, as the baseline and syncfree do; they resume at the log point and
+  // after the skip (a check's cost, 2 cores).
   bool families_only = false;
 };
 
@@ -77,14 +79,16 @@ const std::vector<SavePoint>& save_points() {
          c = resume_base(c);
          c.schedule.lr_warmup_iters = 8;
          return c;
-       }},
+       },
+       "", true},
       {"wsd-anneal", 10,
        [](RunConfig c) {
          c = resume_base(c);
          c.schedule.lr_decay_style = LrDecayStyle::kWSD;
          c.schedule.lr_wsd_decay_iters = 6;  // the anneal is iterations 7..12
          return c;
-       }},
+       },
+       "", true},
       // Between log points (the window 5..6 holds 5): every family's log window rides the checkpoint, and zerosync
       // reads its window's codes there.
       {"between-log-points", 5, [](RunConfig c) { return resume_base(c); }, "log-point", true},
@@ -107,11 +111,12 @@ const std::vector<SavePoint>& save_points() {
              "iter=1,site=grad,bucket=0,rank={0},kind=inf;iter=3,site=grad,bucket=0,rank={0},kind=inf",
              world_size() - 1)));
          return c;
-       }},
+       },
+       "", true},
       // Growth interval 4 and no overflow: the save at 2 holds a growth tracker of 2, so the scale doubles after
       // iteration 4 only if the load restored it.
       {"fp16-growth", 2,
-       [](RunConfig c) { return fp16_resume_base(c, 4096.0, 4); }},
+       [](RunConfig c) { return fp16_resume_base(c, 4096.0, 4); }, "", true},
   };
   return p;
 }
