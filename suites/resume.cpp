@@ -14,9 +14,9 @@
 // (the skip pending in the window: on zerosync a verdict only the device banked); inside the LR warmup; inside WSD's
 // anneal; inside the fp16 scaler's hysteresis and its growth interval. On tp2sp and pp2: between log points right
 // after a NaN on the last rank skipped (every rank's window). A saver's checkpoint is made once and loaded by
-// every arm. **Not proven here:** the save on the duration exit; an abort due in a zerosync window at the save (its
-// code carries it; no save point has one); that the run is a new process (each run here is a new TrainSession in
-// the same process: the CTest cli_run_resume runs two processes).
+// every arm. On single, for the arms that read nothing between log points: right after a NaN whose verdict is an
+// abort, due at the next log point. **Not proven here:** the save on the duration exit; that the run is a new process
+// (each run here is a new TrainSession in the same process: the CTest cli_run_resume runs two processes).
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 #include <mpi.h>
@@ -49,6 +49,7 @@ struct SavePoint {
   // eager or deferred, and its scheduler and scaler, as the baseline and syncfree do; they resume at the log point and
   // after the skip (a check's cost, 2 cores).
   bool families_only = false;
+  bool on_device_only = false;  // only for an arm that reads nothing between log points (its window holds the state)
 };
 
 RunConfig resume_base(RunConfig c) {
@@ -101,6 +102,17 @@ const std::vector<SavePoint>& save_points() {
          c.rerun.on_fault = FaultOutcome::kSkipStep;
          return c;
        }},
+      // Right after a NaN at 5 whose verdict is an abort, between log points: only an arm that reads nothing between
+      // log points runs past it (the baseline exits at 5); the abort is due in the window, the save carries it, and
+      // the loaded run must end at 6's log point with the same exit, every later step masked as in the run that saved.
+      {"abort-due", 5,
+       [](RunConfig c) {
+         c = resume_base(c);
+         c.faults = inject(parse_fault_specs(fmt::format("iter=4,site=loss,rank={},kind=nan", world_size() - 1)));
+         c.rerun.on_fault = FaultOutcome::kAbort;
+         return c;
+       },
+       "", false, true},
       // Hysteresis 2: the Inf at iteration 2 holds the scale and leaves the tracker at 1; the save at 2 must carry
       // it (the next Inf, at 4, backs off only if it did).
       {"fp16-hysteresis", 2,
@@ -246,6 +258,7 @@ TEST_P(Resume, ContinuesBitForBitFromEverySavePoint) {
   for (const SavePoint& p : save_points()) {
     const RunConfig c = p.config(gate_config());
     if (p.k >= c.train_iters || (p.families_only && arm.rfind("syncfree-", 0) == 0)) continue;
+    if (p.on_device_only && !find_arm(arm).on_device) continue;
     if (p.run.empty()) {
       check_resume(p.name, c, p.k, arm, arm);
     } else {
