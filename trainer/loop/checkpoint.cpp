@@ -282,7 +282,6 @@ void save_train_state(const RunConfig& cfg, int rank, int world, const TrainStat
   save_checkpoint(cfg.save_dir, rank, world, c);
 }
 
-
 LogWindow load_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const Mutation& m) {
   const std::string& dir = cfg.load_dir;
   Checkpoint c = load_checkpoint(dir, rank, world);
