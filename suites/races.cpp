@@ -191,7 +191,7 @@ TEST_P(RacesPower, PassesUnemulatedRejectedUnderAsyncEmulation) {
 
 INSTANTIATE_TEST_SUITE_P(GatePower, RacesPower,
                          ::testing::Values("defect-race-log-read-no-wait", "defect-race-log-buffer-reuse",
-                                           "defect-race-batch-staging-reuse",
+                                           "defect-race-batch-staging-reuse", "defect-race-copy-source-unkept",
                                            "defect-race-timer-incomplete-event", "defect-race-trailing-read-no-wait"),
                          [](const auto& info) { return param_name(info.param); });
 

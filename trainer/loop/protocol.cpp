@@ -29,7 +29,9 @@ ProtocolBase::~ProtocolBase() = default;
 
 std::unique_ptr<AsyncRead> ProtocolBase::make_log_read(Site site) const {
   const RunConfig& r = c_.config;
-  return c_.arm.mutated().log_read(make_async_read(c_.ledger, site, r.async_emulation, r.stress, c_.rank));
+  const Mutation& m = c_.arm.mutated();
+  return m.log_read(
+      make_async_read(c_.ledger, site, m.copy_stream(make_copy_stream(c_.ledger, site, r.async_emulation, r.stress, c_.rank))));
 }
 
 bool ProtocolBase::exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) {

@@ -1,4 +1,5 @@
-// The CPU forms of the asynchronous copies and their emulation (async_copy.h); the GPU form is async_copy_cuda.cpp.
+// The asynchronous copies: the read, the CPU forms of its copy stream and their emulation, the uploads
+// (async_copy.h); the GPU copy stream is async_copy_cuda.cpp.
 #include "trainer/measure/async_copy.h"
 
 #include <ATen/ATen.h>
@@ -14,53 +15,93 @@
 namespace loopgate {
 namespace {
 
-// A CPU rank: the copy is done when issued; the wait is the read the loop would make on a GPU.
-class CpuRead : public AsyncRead {
+// A read: one buffer on the host (pinned on a GPU), filled through its copy stream.
+class StreamRead final : public AsyncRead {
  public:
-  CpuRead(Ledger& ledger, Site site) : ledger_(ledger), site_(site) {}
+  StreamRead(Ledger& ledger, Site site, std::unique_ptr<CopyStream> stream)
+      : ledger_(ledger), site_(site), stream_(std::move(stream)) {}
   void issue(const at::Tensor& values) override {
-    OpCounter::Suspend host_side;  // the copy engine's work, not a kernel
-    buffer_ = values.detach().to(at::kDouble).reshape({-1}).clone();
-  }
-  void wait() override { ledger_.record_read(site_, buffer_.numel()); }
-  std::vector<double> values() const override {
-    const at::Tensor c = buffer_.contiguous();
-    const double* p = c.data_ptr<double>();
-    return std::vector<double>(p, p + c.numel());
-  }
-
- protected:
-  Ledger& ledger_;
-  Site site_;
-  at::Tensor buffer_;
-};
-
-// A CPU rank that behaves as a device running behind the host: each copy lands at its wait, or (seeded) at its
-// issue; until then the buffer holds NaN. An issue while the last copy has not landed loses that copy: a race.
-class EmulatedRead final : public CpuRead {
- public:
-  EmulatedRead(Ledger& ledger, Site site, uint64_t seed) : CpuRead(ledger, site), rng_(seed) {}
-  void issue(const at::Tensor& values) override {
-    OpCounter::Suspend host_side;
-    if (pending_) ledger_.record_async_race();  // rewritten before its copy landed
-    landing_ = values.detach().to(at::kDouble).reshape({-1}).clone();
-    buffer_ = at::full_like(landing_, std::numeric_limits<double>::quiet_NaN());
-    pending_ = true;
-    if (rng_() % 4 == 0) land();  // the device had caught up: the copy lands at once
+    OpCounter::Suspend host_side;  // the copy engine's work
+    const at::Tensor v = values.detach().reshape({-1});
+    if (!buffer_.defined() || buffer_.numel() != v.numel() || buffer_.scalar_type() != v.scalar_type())
+      buffer_ = at::empty({v.numel()}, at::TensorOptions().dtype(v.scalar_type()).pinned_memory(v.is_cuda()));
+    stream_->copy(buffer_, v);
+    stream_->keep(v);  // the caller may let `values` go before the copy reads it
   }
   void wait() override {
-    if (pending_) land();
-    CpuRead::wait();
+    ledger_.record_read(site_, buffer_.numel());  // first: CUPTI attributes the wait to this site
+    stream_->wait();
+  }
+  std::vector<double> values() const override {
+    const at::Tensor d = buffer_.to(at::kDouble).contiguous();  // host to host: no device work
+    const double* p = d.data_ptr<double>();
+    return std::vector<double>(p, p + d.numel());
   }
 
  private:
-  void land() {
-    buffer_ = landing_;
-    pending_ = false;
+  Ledger& ledger_;
+  Site site_;
+  std::unique_ptr<CopyStream> stream_;
+  at::Tensor buffer_;
+};
+
+// A CPU rank: the copy is done when issued; the wait is the read the loop would make on a GPU.
+class CpuCopyStream final : public CopyStream {
+ public:
+  void copy(at::Tensor& dest, const at::Tensor& source) override { dest.copy_(source); }
+  void keep(const at::Tensor&) override {}
+  void wait() override {}
+};
+
+// A CPU rank that behaves as a device running behind the host: each copy lands at the wait, or (seeded) at once,
+// and reads its source then; until it lands, its buffer holds NaN. A copy issued into a buffer whose copy has not
+// landed is a race (the earlier copy is lost), and so is one whose source's memory was let go before it landed
+// (neither kept nor held by anyone: a device's allocator would have handed it to the next tensor).
+class EmulatedCopyStream final : public CopyStream {
+ public:
+  EmulatedCopyStream(Ledger& ledger, uint64_t seed) : ledger_(ledger), rng_(seed) {}
+  void copy(at::Tensor& dest, const at::Tensor& source) override {
+    for (auto it = pending_.begin(); it != pending_.end();)
+      if (it->dest.is_same(dest)) {
+        ledger_.record_async_race();  // rewritten before its copy landed
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    if (dest.is_floating_point()) dest.fill_(std::numeric_limits<double>::quiet_NaN());
+    pending_.push_back({dest, source.storage().getWeakStorageImpl(), source.storage_offset(), source.sizes().vec(),
+                        source.strides().vec(), source.options()});
+    if (rng_() % 4 == 0) land();  // the device had caught up: the copy lands at once
   }
+  void keep(const at::Tensor& source) override { kept_.push_back(source); }
+  void wait() override { land(); }
+
+ private:
+  struct Pending {
+    at::Tensor dest;
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;  // the source's memory, unless it was let go
+    int64_t offset;
+    std::vector<int64_t> sizes, strides;
+    at::TensorOptions options;
+  };
+  void land() {
+    OpCounter::Suspend host_side;  // the copy engine's work
+    for (Pending& p : pending_) {
+      c10::intrusive_ptr<c10::StorageImpl> held = p.storage.lock();
+      if (!held) {  // handed on before the copy read it: the buffer keeps the poison
+        ledger_.record_async_race();
+        continue;
+      }
+      at::Tensor source = at::empty({0}, p.options).set_(c10::Storage(std::move(held)), p.offset, p.sizes, p.strides);
+      p.dest.copy_(source);
+    }
+    pending_.clear();
+    kept_.clear();
+  }
+  Ledger& ledger_;
   std::mt19937_64 rng_;
-  at::Tensor landing_;
-  bool pending_ = false;
+  std::vector<Pending> pending_;
+  std::vector<at::Tensor> kept_;  // kept until the copies land
 };
 
 // A CPU rank's upload: the "device" tensor is memory of its own, as on a GPU, so a stage rewritten after its copy
@@ -137,16 +178,25 @@ std::unique_ptr<Upload> make_upload(Ledger& ledger, c10::Device device, const As
   return std::make_unique<CpuUpload>();
 }
 
-std::unique_ptr<AsyncRead> make_async_read(Ledger& ledger, Site site, const AsyncEmulation& emulation,
-                                           const DeviceStress& stress, int rank) {
+std::unique_ptr<CopyStream> make_copy_stream(Ledger& ledger, Site site, const AsyncEmulation& emulation,
+                                             const DeviceStress& stress, int rank) {
   auto seeded = [&](uint64_t seed) { return seed ^ (static_cast<uint64_t>(rank) << 20) ^ static_cast<uint64_t>(site); };
 #if LOOPGATE_HAS_CUDA
-  if (run_device().is_cuda()) return make_cuda_async_read(ledger, site, stress, seeded(stress.seed));
+  if (run_device().is_cuda()) return make_cuda_copy_stream(stress, seeded(stress.seed));
 #else
   (void)stress;
 #endif
-  if (!emulation.on) return std::make_unique<CpuRead>(ledger, site);
-  return std::make_unique<EmulatedRead>(ledger, site, seeded(emulation.seed));
+  if (!emulation.on) return std::make_unique<CpuCopyStream>();
+  return std::make_unique<EmulatedCopyStream>(ledger, seeded(emulation.seed));
+}
+
+std::unique_ptr<AsyncRead> make_async_read(Ledger& ledger, Site site, std::unique_ptr<CopyStream> stream) {
+  return std::make_unique<StreamRead>(ledger, site, std::move(stream));
+}
+
+std::unique_ptr<AsyncRead> make_async_read(Ledger& ledger, Site site, const AsyncEmulation& emulation,
+                                           const DeviceStress& stress, int rank) {
+  return make_async_read(ledger, site, make_copy_stream(ledger, site, emulation, stress, rank));
 }
 
 at::Tensor upload(const std::vector<double>& values, const at::TensorOptions& options) {

@@ -1,15 +1,18 @@
-// The one path for host <-> device copies that do not block. Each read owns its pinned host buffer and the event
-// that guards it: issue() starts a non-blocking device-to-host copy into the buffer and records the event; wait()
-// waits on the event (the host read, counted in the Ledger at the read's site); values() reads the buffer, right
-// only after the wait. upload() stages host values in pinned memory and copies them without a wait: stream order
-// guards every device consumer, and LibTorch's host allocator keeps the staging buffer until its copy is done.
-// The source scan (loop_code) rejects a non-blocking copy or a pinned buffer anywhere else in trainer/.
+// The one path for host <-> device copies that do not block. Each read owns its pinned host buffer and the copy
+// stream that fills it: issue() starts a non-blocking device-to-host copy into the buffer on the read's own stream,
+// behind the work the current stream has queued (so the copy does not hold up the step after it), and keeps the
+// source's memory from the allocator until the copy lands; wait() waits for it (the host read, counted in the
+// Ledger at the read's site); values() reads the buffer, right only after the wait. upload() stages host values in
+// pinned memory and copies them without a wait: stream order guards every device consumer, and LibTorch's host
+// allocator keeps the staging buffer until its copy is done. The source scan (loop_code) rejects a non-blocking
+// copy or a pinned buffer anywhere else in trainer/.
 //
 // A CPU rank copies synchronously, so a read that skips its wait is right by luck. --async-emulation
 // (AsyncEmulation) makes the CPU behave as a device that runs behind: a read's copy lands at its wait or, seeded, at
-// its issue, never earlier; until it lands the buffer holds a NaN poison, and an issue into a buffer whose copy has
-// not landed is recorded as a race (Ledger::async_races). The timers' events get the same treatment from
-// RunConfig::event_lag.
+// its issue, never earlier, and reads its source then; until it lands the buffer holds a NaN poison. An issue into
+// a buffer whose copy has not landed, and a copy whose source's memory was let go before it landed (the allocator
+// would have handed it on), are recorded as races (Ledger::async_races). The timers' events get the same
+// treatment from RunConfig::event_lag.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -28,12 +31,30 @@ struct AsyncEmulation {
   uint64_t seed = 0;  // with the rank and the site: which copies land at their issue
 };
 
-// --stress on a GPU: before each read's copy the buffer is poisoned (NaN) and the stream spins a seeded,
-// rank-asymmetric 1..4 ms (ATen's CUDA sleep kernel), so the host runs far ahead of the copy it issued.
+// --stress on a GPU: before each read's copy the buffer is poisoned (NaN) and the copy stream spins a seeded,
+// rank-asymmetric 1..4 ms (ATen's CUDA sleep kernel), so the host runs far ahead of the copy it issued; before the
+// read's wait, the allocator is asked for blocks of the source's size on the current stream, and one it hands out
+// over a source whose copy may not have landed is overwritten (NaN), as the step's next allocation would.
 struct DeviceStress {
   bool on = false;
   uint64_t seed = 0;
 };
+
+// The stream a read's copies run on. The copy reads its source after the caller may have let it go, so the
+// source's memory must stay the source's until the copy lands: keep() (a GPU's record_stream) tells the allocator.
+class CopyStream {
+ public:
+  virtual ~CopyStream() = default;
+  // `dest` (on the host, pinned on a GPU; `source`'s numel and dtype) gets `source`'s values when the copy lands.
+  virtual void copy(at::Tensor& dest, const at::Tensor& source) = 0;
+  // `source`'s memory is not handed to another tensor before the copies issued so far land.
+  virtual void keep(const at::Tensor& source) = 0;
+  // The host blocks until every copy issued has landed (the caller counts the read).
+  virtual void wait() = 0;
+};
+// A CUDA stream of its own on a GPU run; on CPU, a copy at once (emulated when asked). Seeded by rank and site.
+std::unique_ptr<CopyStream> make_copy_stream(Ledger& ledger, Site site, const AsyncEmulation& emulation,
+                                             const DeviceStress& stress, int rank);
 
 class AsyncRead {
  public:
@@ -43,7 +64,9 @@ class AsyncRead {
   virtual std::vector<double> values() const = 0;    // the buffer as it is now
 };
 
-// A read at `site`: pinned memory and a CUDA event on a GPU run, a plain buffer on CPU (emulated when asked).
+// A read at `site` through `stream`: pinned memory on a GPU run, a plain buffer on CPU.
+std::unique_ptr<AsyncRead> make_async_read(Ledger& ledger, Site site, std::unique_ptr<CopyStream> stream);
+// The same through make_copy_stream's stream.
 std::unique_ptr<AsyncRead> make_async_read(Ledger& ledger, Site site, const AsyncEmulation& emulation,
                                            const DeviceStress& stress, int rank);
 
@@ -70,7 +93,7 @@ at::Tensor upload(const at::Tensor& host, c10::Device device);
 
 #if LOOPGATE_HAS_CUDA
 // The GPU form (async_copy_cuda.cpp).
-std::unique_ptr<AsyncRead> make_cuda_async_read(Ledger& ledger, Site site, const DeviceStress& stress, uint64_t seed);
+std::unique_ptr<CopyStream> make_cuda_copy_stream(const DeviceStress& stress, uint64_t seed);
 // --stress: every collective of `inner` waits behind a seeded 1..4 ms of spinning on the stream, so the host runs
 // far ahead of the device at each one (seed: per rank, so the delays are rank-asymmetric).
 CommPtr stressed_comm(CommPtr inner, uint64_t seed);

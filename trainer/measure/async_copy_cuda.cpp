@@ -1,12 +1,14 @@
-// The GPU form of the asynchronous read (async_copy.h; LOOPGATE_HAS_CUDA builds only): a pinned buffer, a
-// non-blocking device-to-host copy on the current stream, and one CUDA event that guards the buffer.
+// The GPU forms (async_copy.h; LOOPGATE_HAS_CUDA builds only): the read's copy stream (a pooled CUDA stream, the
+// events that order it behind the current stream and guard its buffer) and the stress.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "trainer/measure/async_copy.h"
 #include "trainer/measure/op_counter.h"
@@ -48,39 +50,62 @@ class StressedComm final : public ForwardingComm {
   std::mt19937_64 rng_;
 };
 
-class CudaRead final : public AsyncRead {
+// A stream from the pool: each copy waits for the current stream's work so far, then runs beside the step after
+// it. A kept source is recorded on this stream, so the caching allocator holds its block until the copy is done.
+class CudaCopyStream final : public CopyStream {
  public:
-  CudaRead(Ledger& ledger, Site site, const DeviceStress& stress, uint64_t seed)
-      : ledger_(ledger), site_(site), stress_(stress.on), rng_(seed) {}
-  void issue(const at::Tensor& values) override {
-    OpCounter::Suspend host_side;  // the copy engine's work
-    const at::Tensor v = values.detach().reshape({-1});
-    if (!buffer_.defined() || buffer_.numel() != v.numel() || buffer_.scalar_type() != v.scalar_type())
-      buffer_ = at::empty({v.numel()}, at::TensorOptions().dtype(v.scalar_type()).pinned_memory(true));
+  CudaCopyStream(const DeviceStress& stress, uint64_t seed)
+      : stream_(at::cuda::getStreamFromPool()), stress_(stress.on), rng_(seed) {}
+  void copy(at::Tensor& dest, const at::Tensor& source) override {
+    ready_.record(c10::cuda::getCurrentCUDAStream());
+    ready_.block(stream_);
+    c10::cuda::CUDAStreamGuard on_copy_stream(stream_);
     if (stress_) {  // poisoned before its reuse, then the copy waits behind 1..4 ms of spinning
-      buffer_.fill_(std::numeric_limits<double>::quiet_NaN());
+      if (dest.is_floating_point()) dest.fill_(std::numeric_limits<double>::quiet_NaN());
       stress_sleep(rng_);
+      in_flight_.push_back({static_cast<const char*>(source.data_ptr()), source.nbytes(), source.device()});
     }
-    buffer_.copy_(v, /*non_blocking=*/true);
-    event_.record(c10::cuda::getCurrentCUDAStream());
+    dest.copy_(source, /*non_blocking=*/true);
+    done_.record(stream_);
   }
+  void keep(const at::Tensor& source) override { source.record_stream(stream_); }
   void wait() override {
-    ledger_.record_read(site_, buffer_.numel());  // first: CUPTI attributes the wait to this site
-    event_.synchronize();
-  }
-  std::vector<double> values() const override {
-    const at::Tensor d = buffer_.to(at::kDouble);  // host to host: no device work
-    const double* p = d.data_ptr<double>();
-    return std::vector<double>(p, p + d.numel());
+    if (stress_) overwrite_freed_sources();
+    done_.synchronize();
   }
 
  private:
-  Ledger& ledger_;
-  Site site_;
+  struct Source {
+    const char* start;
+    size_t bytes;
+    c10::Device device;
+  };
+  // --stress: blocks of each source's size taken from the allocator on the current stream until one overlaps the
+  // source (up to kTries); that one is overwritten with 0xFF bytes (NaN in every float dtype), as the step's next
+  // allocation would. The allocator hands out a source's block only when it was let go unkept.
+  void overwrite_freed_sources() {
+    constexpr int kTries = 4096;  // 2 MiB of 512-byte blocks: one of the allocator's small segments
+    OpCounter::Suspend stress_side;  // the stress's own work, not the loop's
+    for (const Source& s : in_flight_) {
+      std::vector<at::Tensor> taken;
+      const auto bytes = static_cast<int64_t>(s.bytes);
+      for (int i = 0; i < kTries; ++i) {
+        at::Tensor block = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(s.device));
+        const char* p = static_cast<const char*>(block.data_ptr());
+        if (p < s.start + s.bytes && s.start < p + s.bytes) {
+          block.fill_(0xFF);
+          break;
+        }
+        taken.push_back(std::move(block));
+      }
+    }
+    in_flight_.clear();
+  }
+  c10::cuda::CUDAStream stream_;
   bool stress_;
   std::mt19937_64 rng_;
-  at::Tensor buffer_;
-  at::cuda::CUDAEvent event_;
+  at::cuda::CUDAEvent ready_, done_;
+  std::vector<Source> in_flight_;
 };
 
 }  // namespace
@@ -89,8 +114,8 @@ void stress_sleep(std::mt19937_64& rng) { at::cuda::sleep(static_cast<int64_t>(k
 
 CommPtr stressed_comm(CommPtr inner, uint64_t seed) { return std::make_shared<StressedComm>(std::move(inner), seed); }
 
-std::unique_ptr<AsyncRead> make_cuda_async_read(Ledger& ledger, Site site, const DeviceStress& stress, uint64_t seed) {
-  return std::make_unique<CudaRead>(ledger, site, stress, seed);
+std::unique_ptr<CopyStream> make_cuda_copy_stream(const DeviceStress& stress, uint64_t seed) {
+  return std::make_unique<CudaCopyStream>(stress, seed);
 }
 
 }  // namespace loopgate
