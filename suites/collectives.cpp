@@ -6,6 +6,8 @@
 //   - each candidate issues the baseline's sequence on those runs, apart from the scopes its modes declare
 //     (changed_collectives: a deferred site's collectives may move into the batched read; a step masked on the
 //     device issues the step's collectives on an iteration the baseline skipped).
+//   - on the rank-local fault run under the per-call exchange (--check-collectives), every rank issues each call
+//     as its peers do, checked before the call reaches the transport.
 // Power: defect-collective-bucket-order keeps the baseline's numerics bits and is rejected here;
 // defect-nan-vote-local (each rank its own rerun verdict) hangs without --check-collectives and is named with it
 // within 10 s.
@@ -61,6 +63,24 @@ TEST_P(Collectives, EveryRankOfAGroupIssuesTheSameSequence) {
 TEST_P(Collectives, TheBaselinesSequenceOutsideTheDeclaredScopes) {
   const auto p = across_arm_problems(GetParam());
   EXPECT_TRUE(p.empty()) << first_lines(p);
+}
+
+// The rank-local fault (the last rank's loss Inf, skipped: where ranks part ways) once more, under the per-call
+// exchange (--check-collectives): a call that one rank skips, adds or resizes there is named before it reaches the
+// transport. With the records alone Open MPI refuses a resized call first, and a skipped one waits for the stall
+// verdict (checks.md).
+TEST_P(Collectives, ARankLocalFaultMatchesCallForCallBeforeTheTransport) {
+  if (world_size() == 1) GTEST_SKIP() << "one rank: no peer to part from";
+  if (heavy_fixture()) GTEST_SKIP() << "dp64: shown on the smaller fixtures";
+  RunConfig c = case_config(fault_cases().at(2));
+  c.check_collectives = true;
+  std::string what;
+  try {
+    run_arm_on(pooled_run_groups(on_gate_device(c)), GetParam());
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  EXPECT_TRUE(what.empty()) << GetParam() << " under --check-collectives, " << fault_cases().at(2).name << ": " << what;
 }
 
 INSTANTIATE_TEST_SUITE_P(Arms, Collectives, ::testing::ValuesIn(gate_arms()),
