@@ -8,24 +8,13 @@
 
 #include <cmath>
 
+#include "fixtures/defects/mutations.h"  // copy_stream_without_keep: the planted defect's copy stream
 #include "suites/unit/wrong.h"
 #include "trainer/measure/async_copy.h"
 #include "trainer/measure/ledger.h"
 
 namespace loopgate {
 namespace {
-
-// The copy stream as a careless change leaves it: copies and waits, never keeps.
-class NoKeep final : public CopyStream {
- public:
-  explicit NoKeep(std::unique_ptr<CopyStream> inner) : inner_(std::move(inner)) {}
-  void copy(at::Tensor& dest, const at::Tensor& source) override { inner_->copy(dest, source); }
-  void keep(const at::Tensor&) override {}
-  void wait() override { inner_->wait(); }
-
- private:
-  std::unique_ptr<CopyStream> inner_;
-};
 
 std::unique_ptr<CopyStream> emulated_stream(Ledger& ledger, uint64_t seed) {
   return make_copy_stream(ledger, Site::kBatchedLogRead, AsyncEmulation{true, seed}, DeviceStress{}, 0);
@@ -51,7 +40,7 @@ TEST(EmulatedRead, AKeptSourceLandsItsValuesAfterTheCallerLetItGo) {
 
 TEST(EmulatedRead, AnUnkeptSourceLetGoBeforeItsCopyLandedIsARace) {
   Ledger ledger;
-  auto read = make_async_read(ledger, Site::kBatchedLogRead, std::make_unique<NoKeep>(emulated_stream(ledger, 11)));
+  auto read = make_async_read(ledger, Site::kBatchedLogRead, copy_stream_without_keep(emulated_stream(ledger, 11)));
   const int nans = landed_nans(*read, 16);
   EXPECT_GT(ledger.async_races(), 0 + wrong()) << "16 copies, each landing at once one time in four";
   EXPECT_EQ(nans, 3 * ledger.async_races() + wrong()) << "each lost copy leaves its 3 values NaN";
@@ -59,7 +48,7 @@ TEST(EmulatedRead, AnUnkeptSourceLetGoBeforeItsCopyLandedIsARace) {
 
 TEST(EmulatedRead, AnUnkeptSourceTheCallerStillHoldsIsNoRace) {
   Ledger ledger;
-  auto read = make_async_read(ledger, Site::kBatchedLogRead, std::make_unique<NoKeep>(emulated_stream(ledger, 11)));
+  auto read = make_async_read(ledger, Site::kBatchedLogRead, copy_stream_without_keep(emulated_stream(ledger, 11)));
   const at::Tensor held = at::full({3}, 2.5, at::kDouble);
   read->issue(held.view({3}));  // a view: the memory is the caller's tensor's, still alive
   read->wait();
