@@ -40,7 +40,7 @@ class Mutation {
   virtual void schedule(Schedule&) const {}
   // The asynchronous read a protocol's batched read goes through (async_copy.h): issue, wait, values.
   virtual std::unique_ptr<AsyncRead> log_read(std::unique_ptr<AsyncRead> made) const { return made; }
-  // The stream that read's copies run on (async_copy.h's CopyStream): copy, keep the source, synchronize.
+  // The stream that read's copies run on (async_copy.h's CopyStream): copy, keep the source, wait.
   virtual std::unique_ptr<CopyStream> copy_stream(std::unique_ptr<CopyStream> made) const { return made; }
   // The batch's upload path (async_copy.h's Upload), as made for the run.
   virtual std::unique_ptr<Upload> batch_upload(std::unique_ptr<Upload> made) const { return made; }
