@@ -23,7 +23,7 @@ target_link_libraries(loopgate_py_stack PUBLIC ${CMAKE_DL_LIBS})
 set_target_properties(loopgate_py_stack PROPERTIES POSITION_INDEPENDENT_CODE ON)
 
 # The Python shim that marks iterations (`loopgate syncs`) and injects NaNs (`loopgate pair`), beside the tools.
-foreach(_shim sitecustomize.py loopgate_nan.py)
+foreach(_shim sitecustomize.py loopgate_nan.py loopgate_values.py)
   configure_file(${PROJECT_SOURCE_DIR}/tools/cupti/loopgate_pyshim/${_shim}
                  ${CMAKE_BINARY_DIR}/tools/cupti/loopgate_pyshim/${_shim} COPYONLY)
 endforeach()

@@ -34,6 +34,7 @@ struct RunEntry {
   int64_t train_iters = -1;  // the "/ M" of a log line
   int line = 0;              // 1-based line of a log file; 0 for JSON inputs
   std::optional<LoggedValue> lm_loss, params_norm, grad_norm, num_zeros, learning_rate, loss_scale;
+  std::optional<LoggedValue> optimizer_lr;  // the LR the optimizer's first param group got (shim values only)
   // Milliseconds per iteration over the iterations this entry covers: the log's "elapsed time per iteration
   // (ms)", a Trace's interval-time window, golden "iteration-time" (seconds) x 1000.
   std::optional<double> elapsed_ms;
@@ -44,8 +45,9 @@ struct RunEntry {
   std::map<std::string, std::string> other;  // every other key, value as printed (consumed samples, throughput, ...)
 };
 
-enum class RunKind { kMegatronLog, kGoldenValues, kTrace };
-const char* run_kind_name(RunKind kind);  // "Megatron log" | "golden values" | "loopgate Trace"
+enum class RunKind { kMegatronLog, kGoldenValues, kTrace, kShimValues };
+// "Megatron log" | "golden values" | "loopgate Trace" | "shim values" (run_values.h)
+const char* run_kind_name(RunKind kind);
 
 struct RunLog {
   std::string path;

@@ -88,6 +88,9 @@ std::string per_process(std::string path) {
 // that copy's wait; torch's .item() and .cpu() are an async copy, then cudaStreamSynchronize).
 thread_local loopgate::cupti::IssuedCopy t_last_copy;
 thread_local std::string t_kind;  // what the call being attributed was
+// loopgate_sync_uncharged(1) on a thread: its calls count nowhere until (0). The Python shim's own reads (the exact
+// values and digests of `loopgate pair`) run so, and no user site is charged for them.
+thread_local bool t_uncharged = false;
 
 loopgate::cupti::IssuedCopy copy_of(CUpti_CallbackId cbid, const void* params) {
   loopgate::cupti::IssuedCopy c;
@@ -305,7 +308,7 @@ struct Injection : loopgate::cupti::Hooks {
   }
 
   bool attribute(CallKind kind, double ms, int64_t* it, std::string* site) override {
-    if (!in_roi()) return false;
+    if (!in_roi() || t_uncharged) return false;
     *it = iteration.load();
     const bool matters = kind != CallKind::kOther || ms >= engine.slow_call_ms();
     if (!matters) {
@@ -479,3 +482,6 @@ extern "C" __attribute__((visibility("default"))) void loopgate_sync_iteration(v
   const int64_t n = g_marked_iterations.fetch_add(1) + 1;
   if (g_injection) g_injection->marked_iteration(n);
 }
+
+// The shim's reads: while on, the calling thread's driver calls are not counted (loopgate_values.py).
+extern "C" __attribute__((visibility("default"))) void loopgate_sync_uncharged(int on) { t_uncharged = on != 0; }

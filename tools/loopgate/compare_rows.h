@@ -33,7 +33,8 @@ struct CompareRun {
 };
 
 // How a field is judged: identical at iterations 1..--early; identical wherever both sides logged it; a count
-// that must be 0 in every run; between-side mean difference 0 or within the within-side spread (>= 2 runs a side).
+// that must be 0 in every run; over the whole run (>= 2 runs a side), identical where the baseline reproduces the
+// field, else within the spread rule. The early-identity fields are judged over the whole run too.
 enum class FieldRule { kEarlyIdentity, kIdentity, kZeroCount, kSpread };
 
 struct ComparedField {
@@ -43,6 +44,11 @@ struct ComparedField {
   std::optional<int64_t> RunEntry::*count = nullptr;      // an interval counter
 };
 const std::vector<ComparedField>& compared_fields();
+
+// The spread rule's factor for a noisy iteration with this many runs on the smaller side: |mean A - mean B| may reach
+// this many times the within-side range. 1 (the seed's rule) from 7 runs a side; larger below, where the seed's
+// rule calls up to 22 % of an A/A pair's noisy iterations different.
+double spread_factor(int runs_per_side);
 
 // The four judged rows, in table order (the step-time row is compare.cpp's: informational).
 std::vector<CompareRow> judged_rows(const std::vector<CompareRun>& runs, int64_t early);

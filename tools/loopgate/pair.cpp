@@ -21,6 +21,8 @@
 #include <thread>
 
 #include "fixtures/faults/fault_spec.h"
+#include "tools/analysis/run_values.h"
+#include "tools/analysis/timer_accounting.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/compare_rows.h"
 #include "tools/loopgate/paths.h"
@@ -48,7 +50,10 @@ struct PairRun {
   bool timed_out = false;
   std::optional<RunLog> log;  // unset when the log has no iteration line
   std::string unreadable;     // why not
-  std::optional<RunLog> exact;  // the run's Trace, when it left one (trace.json in its folder): exact bits
+  // Exact bits: the run's Trace (trace.json in its folder), or else the values the shim recorded (values.RANK.json:
+  // the last rank's, the one that prints), with the log's elapsed times.
+  std::optional<RunLog> exact;
+  std::vector<RunValues> values;  // every rank's, when the shim recorded them
   const RunLog& numbers() const { return exact ? *exact : *log; }
   std::vector<nlohmann::json> tables;
   char side() const { return arm == "baseline" ? 'A' : 'B'; }
@@ -84,8 +89,13 @@ void check_pair_options(const PairOptions& o) {
   LG_INPUT_CHECK(o.early >= 1, "--early {}: must be >= 1", o.early);
   LG_INPUT_CHECK(o.counter == "cupti" || o.counter == "off", "--counter '{}': must be cupti or off", o.counter);
   if (o.counter == "cupti") check_input_file("--inject-lib", o.inject_lib);
-  if (o.counter == "cupti" || !o.nan_inject.empty())
+  if (o.counter == "cupti" || !o.nan_inject.empty() || o.values)
     check_input_file("--inject-lib (its Python shim)", shim_dir(o) + "/sitecustomize.py");
+  LG_INPUT_CHECK(o.log_fn.find(':') != std::string::npos, "--log-fn '{}': expected module:function", o.log_fn);
+  LG_INPUT_CHECK(std::isfinite(o.timer_tolerance_ms) && o.timer_tolerance_ms >= 0,
+                 "--timer-tolerance-ms {}: must be >= 0", o.timer_tolerance_ms);
+  LG_INPUT_CHECK(std::isfinite(o.timer_tolerance) && o.timer_tolerance >= 0 && o.timer_tolerance < 1,
+                 "--timer-tolerance {}: must be in [0, 1)", o.timer_tolerance);
   static const std::regex range(R"((\d{1,9})-(\d{1,9}))");
   std::smatch m;
   LG_INPUT_CHECK(o.iters.empty() || (std::regex_match(o.iters, m, range) && std::stoll(m[1]) >= 1 &&
@@ -158,26 +168,37 @@ void read_back(PairRun& r) {
   }
   r.tables = read_sync_tables(r.dir);
   const std::string trace = r.dir + "/trace.json";
-  if (fs::exists(trace)) {
-    try {
-      r.exact = read_run(trace);
-    } catch (const InputError& e) {
-      r.unreadable = e.what();
-      r.log.reset();
-    }
+  try {
+    if (fs::exists(trace)) r.exact = read_run(trace);
+    r.values = read_values_folder(r.dir);
+  } catch (const InputError& e) {
+    r.unreadable = e.what();
+    r.log.reset();
+  }
+  if (!r.exact && !r.values.empty() && r.log) {
+    RunLog exact = r.values.back().exact;
+    for (RunEntry& e : exact.entries)  // the step-time row reads the printed elapsed times
+      if (const RunEntry* printed = r.log->find(e.iteration)) e.elapsed_ms = printed->elapsed_ms;
+    exact.arguments = r.log->arguments;
+    r.exact = std::move(exact);
   }
 }
 
 Env run_environment(const PairOptions& o, const PairRun& r, const std::string& nan_inject) {
   Env env = {{"LOOPGATE_PAIR_ARM", r.arm}, {"LOOPGATE_PAIR_RUN", r.name()}, {"LOOPGATE_PAIR_DIR", r.dir}};
   if (!nan_inject.empty()) env.emplace_back("LOOPGATE_NAN_INJECT", nan_inject);
+  if (o.values) {  // the shim records the exact values (loopgate_values.py) into the run's folder
+    env.emplace_back("LOOPGATE_VALUES_DIR", r.dir);
+    env.emplace_back("LOOPGATE_VALUES_DIGEST_ITERS", std::to_string(o.early));
+    env.emplace_back("LOOPGATE_VALUES_LOG_FN", o.log_fn);
+  }
   if (o.counter == "cupti") {
     SyncsOptions so;
     so.iter_fn = o.iter_fn;
     so.iters = o.iters;
     so.inject_lib = o.inject_lib;
     for (auto& kv : counter_environment(so, r.dir)) env.push_back(std::move(kv));
-  } else if (!nan_inject.empty()) {  // the shim injects into a Python program (loopgate_nan.py), counter or not
+  } else if (!nan_inject.empty() || o.values) {  // the shim, on PYTHONPATH, counter or not
     const char* pythonpath = std::getenv("PYTHONPATH");
     env.emplace_back("PYTHONPATH", fs::absolute(shim_dir(o)).string() +
                                        (pythonpath && *pythonpath ? std::string(":") + pythonpath : ""));
@@ -468,6 +489,98 @@ SyncsRow syncs_row(const std::vector<PairRun>& runs, const std::map<std::string,
   return out;
 }
 
+// The parameter digests (the shim's, per rank: a bitwise hash of every parameter and optimizer tensor after steps
+// 1..--early and at exit). Held to identity in every run, unless the baseline's own runs part (a nondeterministic
+// configuration): then the row says where and judges nothing.
+CompareRow digest_row(const std::vector<PairRun>& runs) {
+  CompareRow row;
+  row.check = "parameter digest";
+  const PairRun* ref = nullptr;
+  size_t with = 0;
+  for (const PairRun& r : runs)
+    if (!r.values.empty() && !r.values.front().digests.empty()) {
+      ++with;
+      if (!ref || (ref->side() != 'A' && r.side() == 'A')) ref = &r;
+    }
+  if (with == 0) {
+    row.detail = "not run: no run recorded digests (the shim's values: a Python program, --values on)";
+    return row;
+  }
+  auto part = [&](const PairRun& r) -> std::optional<std::string> {
+    if (r.values.size() != ref->values.size())
+      return fmt::format("{} recorded {} rank(s), {} {}", r.name(), r.values.size(), ref->name(), ref->values.size());
+    for (size_t k = 0; k < r.values.size(); ++k)
+      if (auto p = first_parting(ref->values[k].digests, r.values[k].digests))
+        return fmt::format("{} parts from {} after step {} on rank {}: first at {} ({} tensor(s) differ there)",
+                           r.name(), ref->name(), p->step, r.values[k].rank, p->tensor, p->differing);
+    return std::nullopt;
+  };
+  for (const PairRun& r : runs)
+    if (&r != ref && r.side() == 'A' && !r.values.empty())
+      if (auto p = part(r)) {
+        row.result = CompareResult::kInfo;
+        row.detail = fmt::format("not judged: the baseline's own runs part (a nondeterministic configuration): {}", *p);
+        return row;
+      }
+  size_t tensors = 0;
+  std::set<std::string> steps;
+  for (const StepDigest& d : ref->values.front().digests) {
+    steps.insert(d.step);
+    tensors = std::max(tensors, d.tensors.size());
+  }
+  for (const PairRun& r : runs) {
+    if (&r == ref) continue;
+    if (r.values.empty() || r.values.front().digests.empty()) {
+      row.problems.push_back(fmt::format("{}: no digests in {}", r.name(), r.dir));
+      continue;
+    }
+    if (auto p = part(r)) row.problems.push_back(*p);
+  }
+  row.result = row.problems.empty() ? CompareResult::kPass : CompareResult::kFail;
+  row.detail = row.problems.empty()
+                   ? fmt::format("bit-identical: {} tensors on {} rank(s) after step(s) {} in {} runs", tensors,
+                                 ref->values.size(), fmt::join(steps, ", "), with)
+                   : fmt::format("{} problem(s); first: {}", row.problems.size(), row.problems.front());
+  return row;
+}
+
+// Every interval reported once and in order (timer_accounting.h): each run's printed windows against the shim's
+// clock of the rank that printed.
+CompareRow timer_row(const std::vector<PairRun>& runs, const TimerTolerance& tol) {
+  CompareRow row;
+  row.check = "timer accounting";
+  int64_t windows = 0, judged = 0;
+  double worst_ms = 0, worst_share = 0;
+  std::set<int> lags;
+  for (const PairRun& r : runs) {
+    if (!r.log || r.values.empty()) continue;
+    const TimerAccounting t = judge_timer(*r.log, r.values.back().calls, tol);
+    if (t.compared == 0) {
+      row.notes.push_back(fmt::format("{}: no window between two log points that reset the timer", r.name()));
+      continue;
+    }
+    ++judged;
+    windows += t.compared;
+    lags.insert(t.lag);
+    worst_ms = std::max(worst_ms, t.worst_ms);
+    worst_share = std::max(worst_share, t.worst_share);
+    for (const std::string& p : t.problems) row.problems.push_back(fmt::format("{}: {}", r.name(), p));
+  }
+  if (judged == 0) {
+    row.detail = "not run: no run with both a log's elapsed times and the shim's clock (--values on, a Python program)";
+    return row;
+  }
+  row.result = row.problems.empty() ? CompareResult::kPass : CompareResult::kFail;
+  const std::string lag = lags.size() == 1 ? fmt::format("lag {} log point(s)", *lags.begin())
+                                           : fmt::format("lags {}", fmt::join(lags, ", "));
+  row.detail = row.problems.empty()
+                   ? fmt::format("every interval reported once, in order: {} windows in {} runs within {:g} ms + {:g} % "
+                                 "of the shim's clock ({}; worst {:.1f} ms, {:.1f} %)", windows, judged, tol.ms,
+                                 tol.share * 100.0, lag, worst_ms, worst_share * 100.0)
+                   : fmt::format("{} problem(s); first: {}", row.problems.size(), row.problems.front());
+  return row;
+}
+
 // The check flags each arm ran with (a run with the NaN checks off measures something else).
 CompareRow check_flags_row(const std::vector<PairRun>& runs) {
   static const char* const kFlags[] = {"check_for_nan_in_loss_and_grad", "rerun_mode", "check_for_spiky_loss",
@@ -561,6 +674,15 @@ CLI::App* add_pair_command(CLI::App& app, PairOptions& o) {
                 "a fault spec (iter=I,site=loss|grad[,...];...): one more run per arm with $LOOPGATE_NAN_INJECT set to "
                 "it; both must detect it before the step, alike (repeatable: a pair of runs per spec, as a run may end "
                 "at its first fault)");
+  c->add_option("--values", o.values,
+                "on (default): the shim records each run's exact values, parameter digests and log clocks "
+                "(values.RANK.json in its folder; a Python program), and the rows judge bits; off: printed digits");
+  c->add_option("--log-fn", o.log_fn, "with --values: module:function of the log function whose arguments are "
+                                      "recorded (default megatron.training.training:training_log)");
+  c->add_option("--timer-tolerance-ms", o.timer_tolerance_ms,
+                "the timer row's absolute tolerance per window, ms >= 0 (default 5; the print's rounding is added)");
+  c->add_option("--timer-tolerance", o.timer_tolerance,
+                "the timer row's tolerance as a share of the window, 0 <= x < 1 (default 0.05)");
   c->add_option("--run-timeout", o.run_timeout, "seconds a run may take before its process group is ended, >= 0 "
                                                 "(default 0: no limit)");
   c->add_flag("--fail-if-slower", o.fail_if_slower, "the step-time row fails when the candidate is significantly slower");
@@ -604,6 +726,8 @@ int cmd_pair(const PairOptions& opts) {
                     std::any_of(logs.begin(), logs.end(), [](const CompareRun& r) { return r.side == 'B'; });
   if (both)
     for (CompareRow& r : judged_rows(logs, o.early)) rows.push_back(std::move(r));
+  rows.push_back(digest_row(runs));
+  rows.push_back(timer_row(runs, TimerTolerance{o.timer_tolerance_ms, o.timer_tolerance}));
   rows.push_back(nan_row(nan_runs));
   SyncsRow syncs = syncs_row(runs, declared(o.allow_syncs, "--allow-sync"), budget ? &*budget : nullptr, o.sync_budget);
   rows.push_back(syncs.row);

@@ -31,6 +31,11 @@ struct PairOptions {
   // which injects it into a Python program (tools/cupti/loopgate_pyshim/loopgate_nan.py: Megatron-LM by default).
   std::vector<std::string> nan_inject;
   double run_timeout = 0;  // seconds per run, 0 = none
+  // The shim records each run's exact values, digests and log clocks (tools/cupti/loopgate_pyshim/loopgate_values.py):
+  // the rows judge bits instead of printed digits, and the timer row has a clock. --values off: the printed log.
+  bool values = true;
+  std::string log_fn = "megatron.training.training:training_log";
+  double timer_tolerance_ms = 5.0, timer_tolerance = 0.05;
   bool fail_if_slower = false;
   std::string json_path, junit_path, html_path;
   double alpha = 0.05;

@@ -7,7 +7,10 @@ LOOPGATE_SYNC_ITER_FN  "module:function" (default megatron.training.training:tra
                        train loop) call the wrapper.
 LOOPGATE_SYNC_LIB      the library that exports loopgate_sync_iteration() (the injection library); unset: no marks.
 LOOPGATE_NAN_INJECT    faults to inject (loopgate_nan.py says which functions and how): `loopgate pair --nan-inject`.
+LOOPGATE_VALUES_DIR    record the run's exact values there (loopgate_values.py): `loopgate pair` sets it.
+LOOPGATE_NOISE_FN      plant a reduction in a nondeterministic order (loopgate_values.py): the tests' A/A pairs.
 """
+import contextlib
 import ctypes
 import functools
 import importlib.abc
@@ -93,6 +96,34 @@ def wrap_on_import(target, decorate, lost):
         sys.meta_path.insert(0, _FINDER)
 
 
+def _uncharged_switch():
+    """A context in which the sync counter charges nothing to the calling thread (the shim's own reads)."""
+    lib = os.environ.get("LOOPGATE_SYNC_LIB", "")
+    try:
+        switch = ctypes.PyDLL(lib).loopgate_sync_uncharged if lib else None
+    except (OSError, AttributeError) as e:
+        _say(f"no loopgate_sync_uncharged in LOOPGATE_SYNC_LIB '{lib}': {e}: the shim's reads are charged")
+        switch = None
+
+    @contextlib.contextmanager
+    def uncharged():
+        if switch is not None:
+            switch(1)
+        try:
+            yield
+        finally:
+            if switch is not None:
+                switch(0)
+    return uncharged
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(_HERE, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # only when asked
+    return module
+
+
 # ---- what loopgate asked for ----
 
 def _install():
@@ -106,10 +137,9 @@ def _install():
                 return call
             wrap_on_import(_ITER_FN, marked, "no iteration is marked")
     if os.environ.get("LOOPGATE_NAN_INJECT"):
-        spec = importlib.util.spec_from_file_location("loopgate_nan", os.path.join(_HERE, "loopgate_nan.py"))
-        nan = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(nan)  # only when asked
-        nan.install(wrap_on_import, _say, _ITER_FN)
+        _load("loopgate_nan").install(wrap_on_import, _say, _ITER_FN)
+    if os.environ.get("LOOPGATE_VALUES_DIR") or os.environ.get("LOOPGATE_NOISE_FN"):
+        _load("loopgate_values").install(wrap_on_import, _say, _ITER_FN, _uncharged_switch())
 
 
 def _run_shadowed_sitecustomize():
