@@ -2,9 +2,12 @@
 # `loopgate pair` on real Megatron-LM on one GPU: a checkout as the baseline against each candidate patch of
 # fixtures/megatron/ (its README says what each patch does and which row must reject it).
 #   bash ci/megatron-pair.sh MEGATRON_CHECKOUT OUT [CANDIDATE...]
-# CANDIDATE: good-candidate, bad-reordered-reduction, bad-nan-after-step, bad-sync-in-grad-hook (default: all four,
-# in that order), or aa: the checkout against itself, $AA_RUNS runs a side (default 4), alternating, which must pass
-# every row with a step time neither faster nor slower (an A/A pair on the real program). Each is a copy of the checkout with its patch applied. A pair's verdicts go to OUT/NAME.txt and
+# CANDIDATE: a patch's name (good-candidate, bad-reordered-reduction, bad-nan-after-step, bad-sync-in-grad-hook,
+# bad-lr-below-print, bad-eps-below-print, bad-timer-accumulates, bad-timer-loses-one; default: all, in that order),
+# or aa: the checkout against itself, $AA_RUNS runs a side (default 4), alternating, which must pass every row with
+# a step time neither faster nor slower (an A/A pair on the real program), or aa-noise: the same with a planted
+# nondeterministic reduction in both arms (the shim shuffles the order of the grad-norm's tensors on every call,
+# LOOPGATE_NOISE_FN), $AA_RUNS runs a side (default 2), which must pass every row too. Each is a copy of the checkout with its patch applied. A pair's verdicts go to OUT/NAME.txt and
 # OUT/NAME.{json,html,xml}, its runs to OUT/NAME/. The good candidate runs GOOD_RUNS runs per arm (default 3) and
 # the NaN injections GOOD_INJECT (default one into the loss, one into a grad bucket); a bad one runs one per arm
 # and what its row needs. Every pair declares the two reads the good candidate adds.
@@ -16,7 +19,8 @@ cd "$(dirname "$0")/.."
 M=$(realpath "$1") OUT=$(realpath -m "$2")
 shift 2
 candidates=("$@")
-[ ${#candidates[@]} -gt 0 ] || candidates=(good-candidate bad-reordered-reduction bad-nan-after-step bad-sync-in-grad-hook)
+[ ${#candidates[@]} -gt 0 ] || candidates=(good-candidate bad-reordered-reduction bad-nan-after-step bad-sync-in-grad-hook
+                                           bad-lr-below-print bad-eps-below-print bad-timer-accumulates bad-timer-loses-one)
 LG=$(realpath "${LOOPGATE:-build/gpu/tools/loopgate}")
 source ci/megatron-env.sh
 mkdir -p "$OUT/src"
@@ -32,10 +36,11 @@ checkout() {  # checkout NAME [PATCH]: a copy of $M with PATCH applied, its data
 checkout base
 printf '%s\n' "${MEGATRON_ARGS[@]}" > "$OUT/args.txt"
 run="python3 pretrain_gpt.py \$(cat $OUT/args.txt)"
+noise="LOOPGATE_NOISE_FN=megatron.core.optimizer.clip_grads:get_grad_norm_fp32"
 failed=0
 for name in "${candidates[@]}"; do
   patch="$PWD/fixtures/megatron/$name.patch"
-  [ "$name" = aa ] && patch=
+  [ "$name" = aa ] || [ "$name" = aa-noise ] && patch=
   [ -z "$patch" ] || [ -f "$patch" ] || { echo "megatron-pair: no candidate $name (fixtures/megatron/$name.patch)"; exit 2; }
   checkout "$name" "$patch"
   # The two reads the good candidate adds in place of the ones it removes, declared with their reasons (the bad
@@ -43,7 +48,7 @@ for name in "${candidates[@]}"; do
   flags=(--runs 1
          --allow-sync "rerun_state_machine.py RerunStateMachine.drain_banked_verdicts=the banked verdicts' one read"
          --allow-sync "utils.py local_multi_tensor_l2_norm=the per-tensor norms' one batched read")
-  expect=1 row=
+  expect=1 row= env=
   case $name in
     good-candidate)
       flags[1]=${GOOD_RUNS:-3}
@@ -52,6 +57,12 @@ for name in "${candidates[@]}"; do
     aa)
       flags=(--runs "${AA_RUNS:-4}" --fail-if-slower)
       expect=0 ;;
+    aa-noise)
+      flags=(--runs "${AA_RUNS:-2}")
+      env="$noise " expect=0 ;;
+    bad-lr-below-print) row="learning rate" ;;
+    bad-eps-below-print) row="parameter digest" ;;
+    bad-timer-accumulates | bad-timer-loses-one) row="timer accounting" ;;
     bad-reordered-reduction) row="lm loss, params norm @ 1-2" ;;
     bad-nan-after-step) flags+=(--nan-inject iter=4,site=loss) row="NaN before the step" ;;
     bad-sync-in-grad-hook)
@@ -61,7 +72,7 @@ for name in "${candidates[@]}"; do
   esac
   start=$(date +%s) rc=0
   "$LG" pair "${flags[@]}" --iters 10-15 --early 2 --run-timeout 300 --out-dir "$OUT/$name" \
-    --baseline "cd $OUT/src/base && $run" --candidate "cd $OUT/src/$name && $run" \
+    --baseline "cd $OUT/src/base && $env$run" --candidate "cd $OUT/src/$name && $env$run" \
     --json "$OUT/$name.json" --html "$OUT/$name.html" --junit "$OUT/$name.xml" > "$OUT/$name.txt" 2>&1 || rc=$?
   verdict="as expected"
   if [ "$rc" != "$expect" ]; then verdict="NOT as expected (exit $expect)" failed=1

@@ -115,7 +115,9 @@ class Recorder:
                 pass
             out = original(*args, **kwargs)
             self.steps += 1
-            self.lrs[self.steps] = [_hex(g["lr"]) for g in _param_groups(self.optimizer)]
+            # A group's lr may be a device tensor (a capturable optimizer): kept, read at exit.
+            self.lrs[self.steps] = [g["lr"].detach().clone() if _is_tensor(g["lr"]) else g["lr"]
+                                    for g in _param_groups(self.optimizer)]
             if self.steps <= self.digest_iters:
                 self.digest(self.steps)
             return out
@@ -149,6 +151,9 @@ class Recorder:
 
     def _read_device_values(self):
         """Every kept tensor read in one copy per device; Python numbers as they are."""
+        with self.uncharged():
+            for s, v in self.lrs.items():
+                self.lrs[s] = [float(x) if _is_tensor(x) else x for x in v]
         tensors = [(log, key, sub) for log in self.logs for key, sub in self._slots(log) if _is_tensor(self._get(log, key, sub))]
         if not tensors:
             return
@@ -198,7 +203,7 @@ class Recorder:
                 logs.append(e)
             doc = {"format": "loopgate-values/1", "rank": self.rank, "pid": os.getpid(), "clock": "time.perf_counter",
                    "steps": self.steps, "logs": logs,
-                   "param_group_lrs": [{"step": s, "lrs": v} for s, v in sorted(self.lrs.items())],
+                   "param_group_lrs": [{"step": s, "lrs": [_hex(x) for x in v]} for s, v in sorted(self.lrs.items())],
                    "digests": self.digests}
             path = os.path.join(self.folder, f"values.{self.rank}.json")
             with open(path + ".tmp", "w") as f:
