@@ -2,7 +2,6 @@
 // loopgate Traces; and the comparison of logged values at their printed precision.
 // Not here: what the values mean for a verdict (tools/loopgate/compare.cpp).
 #include "tools/analysis/megatron_log.h"
-#include "tools/analysis/run_values.h"
 
 #include <fmt/format.h>
 
@@ -460,7 +459,6 @@ RunLog read_run(const std::string& path) {
   if (first != std::string::npos && text[first] == '{') {
     nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     LG_INPUT_CHECK(!j.is_discarded(), "{}: starts like JSON but does not parse as JSON", path);
-    if (j.is_object() && j.value("format", "") == "loopgate-values/1") return run_values_from_json(j, path).exact;
     if (j.contains("records")) {
       try {
         return trace_run(trace_from_json(j), path);

@@ -93,6 +93,16 @@ RunValues run_values_from_json(const nlohmann::json& j, const std::string& name)
   return out;
 }
 
+RunLog read_any_run(const std::string& path) {
+  std::ifstream in(path);
+  const int first = in >> std::ws ? in.peek() : EOF;
+  if (first == '{') {
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("format", "") == "loopgate-values/1") return run_values_from_json(j, path).exact;
+  }
+  return read_run(path);
+}
+
 std::vector<RunValues> read_values_folder(const std::string& dir) {
   std::vector<RunValues> out;
   std::error_code ec;

@@ -37,6 +37,9 @@ struct RunValues {
 };
 
 RunValues run_values_from_json(const nlohmann::json& j, const std::string& name);
+// A run's numbers from any file `loopgate compare` reads: a shim values file (its exact RunLog), or else read_run's
+// kinds (a Megatron log, golden values, a Trace).
+RunLog read_any_run(const std::string& path);
 // Every values.RANK.json in `dir`, by rank (none: empty).
 std::vector<RunValues> read_values_folder(const std::string& dir);
 

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "fixtures/localize.h"
+#include "tools/analysis/run_values.h"
 #include "tools/loopgate/ab.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/compare_rows.h"
@@ -114,8 +115,8 @@ int cmd_compare(const CompareOptions& o) {
   if (stop_after_validation()) return 0;
   std::unique_ptr<std::ofstream> json = open_json_output(o.json_path);
   std::vector<CompareRun> runs;
-  for (const std::string& p : o.a) runs.push_back({'A', read_run(p)});
-  for (const std::string& p : o.b) runs.push_back({'B', read_run(p)});
+  for (const std::string& p : o.a) runs.push_back({'A', read_any_run(p)});
+  for (const std::string& p : o.b) runs.push_back({'B', read_any_run(p)});
 
   std::printf("loopgate compare: A = %zu run(s), B = %zu run(s); early iterations 1-%lld\n", o.a.size(), o.b.size(),
               static_cast<long long>(o.early));
