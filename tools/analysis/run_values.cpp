@@ -23,6 +23,9 @@ std::optional<double> exact_of(const nlohmann::json& v, const std::string& what,
   if (v.is_null()) return std::nullopt;
   LG_INPUT_CHECK(v.is_string(), "{}: {} is not a hex float string", name, what);
   const std::string s = v.get<std::string>();
+  const std::string digits = s.rfind('-', 0) == 0 ? s.substr(1) : s;  // a decimal would claim bits it may not have
+  LG_INPUT_CHECK(digits.rfind("0x", 0) == 0 || digits == "inf" || digits == "nan", "{}: {} '{}' is not a hex float",
+                 name, what, s);
   char* end = nullptr;
   const double d = std::strtod(s.c_str(), &end);
   LG_INPUT_CHECK(end && *end == '\0' && !s.empty(), "{}: {} '{}' is not a hex float", name, what, s);
