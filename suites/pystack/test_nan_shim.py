@@ -1,6 +1,7 @@
 """CPU test of the shim's NaN injection (tools/cupti/loopgate_pyshim/loopgate_nan.py) on a loop shaped like
 Megatron's (fake_megatron/fake_nan_training.py): the fault lands at the iteration, microbatch and bucket its spec
-names and nowhere else, with one stderr line each; inf as asked; a spec it refuses is one line and injects nothing.
+names and nowhere else, with one stderr line each; inf as asked; a spec it refuses is one line and injects nothing;
+rank= is the job's RANK, not the node's LOCAL_RANK (a second node's local rank 1 is not rank 1).
 
     python3 test_nan_shim.py SHIM_DIR
 
@@ -23,8 +24,8 @@ for i, (losses, grads) in enumerate(fake_nan_training.train(5)):
 """
 
 
-def run(shim, spec):
-    env = dict(os.environ, PYTHONPATH=shim, LOOPGATE_NAN_INJECT=spec,
+def run(shim, spec, extra=None):
+    env = dict(os.environ, PYTHONPATH=shim, LOOPGATE_NAN_INJECT=spec, **(extra or {}),
                LOOPGATE_SYNC_ITER_FN="fake_nan_training:train_step",
                LOOPGATE_NAN_LOSS_FN="fake_schedules:forward_step_calc_loss",
                LOOPGATE_NAN_GRAD_FN="fake_buffer:_ParamAndGradBucketGroup.check_grads")
@@ -45,10 +46,14 @@ def main():
         ("a bucket the group lacks", "iter=1,site=grad,bucket=5", [],
          ["grad bucket 5 at iteration 1: the group has 2: nothing injected"]),
         ("a spec it refuses", "iter=1,site=optimizer", [], ["is not iter=, site=loss|grad"]),
+        ("rank 1 of the job, local rank 0 of its node", "iter=1,site=loss,rank=1", [f"loss {1 + late} 0 nan"],
+         ["nan injected into the loss at iteration 1 (microbatch 0)"], {"RANK": "1", "LOCAL_RANK": "0"}),
+        ("rank 4 of the job, local rank 1 of its node", "iter=1,site=loss,rank=1", [], [],
+         {"RANK": "4", "LOCAL_RANK": "1"}),
     ]
     failures = []
-    for name, spec, stdout, stderr in cases:
-        r = run(shim, spec)
+    for name, spec, stdout, stderr, *extra in cases:
+        r = run(shim, spec, extra[0] if extra else None)
         if exit_problem(name, r):
             failures.append(exit_problem(name, r))
             continue

@@ -5,6 +5,9 @@
 // Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 flips every expected verdict and rate bound, so every test fails.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -95,6 +98,62 @@ TEST(StepTimeVerdict, FewRunsSayNotEnoughData) {
   // 2 v 2 cannot reach p < 0.05 (smallest p 1/3) nor a 90 % interval: not enough data, even 50 % apart.
   EXPECT_EQ(step_time_verdict({200.0, 201.0}, {300.0, 301.0}).kind,
             wrong() ? StepTimeVerdictKind::kSlower : StepTimeVerdictKind::kNotEnoughData);
+}
+
+// "Equivalent" needs the interval inside +-delta, not the shift alone: 6 runs a side 5 % apart from run to run, B
+// 0.5 % slower. The shift (1.0) lies well inside +-2 % (4.0); its 90 % interval does not. A verdict read from the
+// point estimate calls this pair equivalent.
+TEST(StepTimeVerdict, AShiftInsideDeltaWhoseIntervalIsNotIsNotEquivalent) {
+  const std::vector<double> a = {190, 210, 195, 205, 200, 185};
+  std::vector<double> b;
+  for (double x : a) b.push_back(x + 1.0);
+  const AbStats tost = ab_statistics(a, b, 0.10);
+  ASSERT_LT(std::fabs(tost.shift), 0.02 * tost.median_a);                                     // the point: inside
+  ASSERT_TRUE(tost.ci_low < -0.02 * tost.median_a || tost.ci_high > 0.02 * tost.median_a);  // the interval: not
+  const StepTimeVerdict v = step_time_verdict(a, b);
+  EXPECT_EQ(v.kind, wrong() ? StepTimeVerdictKind::kEquivalent : StepTimeVerdictKind::kNotEnoughData) << v.sentence;
+}
+
+// What would settle "not enough data": known answers of the rule (normal approximation, 80 % power, the
+// Hodges-Lehmann efficiency 3/pi), then the promise checked by simulation at the runs it names.
+TEST(StepTimeVerdict, RunsNeededKnownAnswers) {
+  // Inside +-delta: 2 x ((z_0.95 + z_0.90) x sqrt(pi/3) x sd / (bound - |shift|))^2 = 2 x (2.9264 x 1.0233)^2 = 17.9.
+  EXPECT_EQ(step_time_runs_needed(4.0, 0.0, 4.0, 0.05), 18 + wrong());
+  // Beyond it: 2 x ((z_0.975 + z_0.80) x sqrt(pi/3) x 4 / 6)^2 = 7.3.
+  EXPECT_EQ(step_time_runs_needed(4.0, 6.0, 4.0, 0.05), 8 + wrong());
+  // No spread: the smallest sizes that reach the level at all.
+  EXPECT_EQ(step_time_runs_needed(0.0, 0.0, 4.0, 0.05), 3 + wrong());
+  EXPECT_EQ(step_time_runs_needed(0.0, 5.0, 4.0, 0.05), 4 + wrong());
+  const StepTimeVerdict v = step_time_verdict({190, 210, 195, 205}, {191, 211, 196, 206});
+  EXPECT_EQ(v.kind, StepTimeVerdictKind::kNotEnoughData);
+  EXPECT_GT(v.runs_needed, 4 - 10 * wrong());
+  EXPECT_NE(v.sentence.find(fmt::format("about {} runs a side would show no difference beyond +-2 %", v.runs_needed)),
+            std::string::npos + wrong())
+      << v.sentence;
+}
+
+TEST(StepTimeVerdict, TheRunsNeededSettleItInSimulation) {
+  std::mt19937 rng(11);
+  std::normal_distribution<double> noise(0.0, 4.0);  // runs 2 % apart at 200 ms
+  auto rate = [&](int n, double shift, StepTimeVerdictKind want) {
+    int hits = 0;
+    for (int t = 0; t < 300; ++t) {
+      std::vector<double> a, b;
+      for (int k = 0; k < n; ++k) {
+        a.push_back(200.0 + noise(rng));
+        b.push_back(200.0 + shift + noise(rng));
+      }
+      hits += step_time_verdict(a, b).kind == want;
+    }
+    return hits / 300.0;
+  };
+  const double equivalent = rate(static_cast<int>(step_time_runs_needed(4.0, 0.0, 4.0, 0.05)), 0.0,
+                                 StepTimeVerdictKind::kEquivalent);
+  const double slower = rate(static_cast<int>(step_time_runs_needed(4.0, 6.0, 4.0, 0.05)), 6.0,
+                             StepTimeVerdictKind::kSlower);
+  std::printf("  at the runs named: equivalent %.3f (A/A), slower %.3f (6 ms slower)\n", equivalent, slower);
+  EXPECT_GE(equivalent, 0.7 + wrong());
+  EXPECT_GE(slower, 0.7 + wrong());
 }
 
 }  // namespace

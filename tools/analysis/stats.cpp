@@ -281,6 +281,34 @@ const char* step_time_verdict_name(StepTimeVerdictKind k) {
   return "?";
 }
 
+int64_t step_time_runs_needed(double run_sd, double shift, double bound, double alpha) {
+  const double efficiency = std::sqrt(std::acos(-1.0) / 3.0);  // Hodges-Lehmann's sd over the mean difference's
+  const double margin = bound - std::fabs(shift);
+  // Inside +-delta: the interval must fit in the margin (two one-sided tests at alpha, 80 % power, beta split);
+  // beyond it: the two-sided test at alpha must find the shift (80 % power).
+  const bool inside = margin > 0;
+  const double z = inside ? normal_quantile(1.0 - alpha) + normal_quantile(0.9)
+                          : normal_quantile(1.0 - alpha / 2.0) + normal_quantile(0.8);
+  const double size = inside ? margin : std::fabs(shift);
+  const int64_t floor_runs = inside ? 3 : 4;  // the smallest sizes that reach a 90 % interval / p < 0.05 at all
+  if (size <= 0) return floor_runs;
+  const double n = 2.0 * std::pow(z * efficiency * run_sd / size, 2.0);
+  return std::max<int64_t>(floor_runs, static_cast<int64_t>(std::ceil(n)));
+}
+
+namespace {
+double pooled_sd(const std::vector<double>& a, const std::vector<double>& b) {
+  auto ss = [](const std::vector<double>& v) {
+    double m = 0, s = 0;
+    for (double x : v) m += x;
+    m /= static_cast<double>(v.size());
+    for (double x : v) s += (x - m) * (x - m);
+    return s;
+  };
+  return std::sqrt((ss(a) + ss(b)) / static_cast<double>(a.size() + b.size() - 2));
+}
+}  // namespace
+
 StepTimeVerdict step_time_verdict(const std::vector<double>& a, const std::vector<double>& b, double alpha, double delta) {
   StepTimeVerdict v;
   v.runs_a = static_cast<int64_t>(a.size());
@@ -304,11 +332,18 @@ StepTimeVerdict step_time_verdict(const std::vector<double>& a, const std::vecto
                              "{:.3f}, lies inside +-{:.3f}; {} v {} runs)", delta * 100.0, (1.0 - 2.0 * alpha) * 100.0,
                              tost.ci_low, tost.ci_high, bound, a.size(), b.size());
   } else {
+    v.run_sd = pooled_sd(a, b);
+    v.runs_needed = step_time_runs_needed(v.run_sd, tost.shift, bound, alpha);
+    const bool inside = std::fabs(tost.shift) < bound;
     v.sentence = fmt::format("not enough data: not significant (runs p = {:.4g}) and the {:g} % interval {:.3f} to "
-                             "{:.3f}{} does not lie inside +-{:g} % ({:.3f}); {} v {} runs", test.p_value,
-                             (1.0 - 2.0 * alpha) * 100.0, tost.ci_low, tost.ci_high,
+                             "{:.3f}{} does not lie inside +-{:g} % ({:.3f}); {} v {} runs. At this spread (runs' sd "
+                             "{:.3f}) about {} runs a side would {}", test.p_value, (1.0 - 2.0 * alpha) * 100.0,
+                             tost.ci_low, tost.ci_high,
                              tost.ci_reaches_level ? "" : " (these sizes cannot reach that level)", delta * 100.0, bound,
-                             a.size(), b.size());
+                             a.size(), b.size(), v.run_sd, v.runs_needed,
+                             inside ? fmt::format("show no difference beyond +-{:g} % (80 % power, if the shift stays "
+                                                  "{:.3f})", delta * 100.0, tost.shift)
+                                    : fmt::format("call a shift of {:.3f} significant (80 % power)", tost.shift));
   }
   return v;
 }
