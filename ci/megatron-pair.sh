@@ -3,7 +3,8 @@
 # fixtures/megatron/ (its README says what each patch does and which row must reject it).
 #   bash ci/megatron-pair.sh MEGATRON_CHECKOUT OUT [CANDIDATE...]
 # CANDIDATE: a patch's name (good-candidate, bad-reordered-reduction, bad-nan-after-step, bad-sync-in-grad-hook,
-# bad-lr-below-print, bad-eps-below-print, bad-timer-accumulates, bad-timer-loses-one; default: all, in that order),
+# bad-lr-below-print, bad-eps-below-print, bad-timer-accumulates, bad-timer-loses-one, bad-rng-not-restored;
+# default: all, in that order),
 # or aa: the checkout against itself, $AA_RUNS runs a side (default 4), alternating, which must pass every row with
 # a step time neither faster nor slower (an A/A pair on the real program), or aa-noise: the same with a planted
 # nondeterministic reduction in both arms (the shim shuffles the order of the grad-norm's tensors on every call,
@@ -13,6 +14,8 @@
 # and what its row needs. Every pair declares the two reads the good candidate adds.
 # bad-sync-in-grad-hook's budget is $SYNC_BUDGET, or the good candidate's table when that pair ran first, or else
 # the baseline's.
+# RESUME_AT=K adds --resume-at K to the good candidate and the A/A pairs (each arm saved at K, loaded, and the
+# candidate loading the baseline's checkpoint); bad-rng-not-restored always runs it (K default 10).
 # Exit 0 when every pair exited as expected: 0 for the good candidate, 1 with its named row failed for a bad one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +23,8 @@ M=$(realpath "$1") OUT=$(realpath -m "$2")
 shift 2
 candidates=("$@")
 [ ${#candidates[@]} -gt 0 ] || candidates=(good-candidate bad-reordered-reduction bad-nan-after-step bad-sync-in-grad-hook
-                                           bad-lr-below-print bad-eps-below-print bad-timer-accumulates bad-timer-loses-one)
+                                           bad-lr-below-print bad-eps-below-print bad-timer-accumulates bad-timer-loses-one
+                                           bad-rng-not-restored)
 LG=$(realpath "${LOOPGATE:-build/gpu/tools/loopgate}")
 source ci/megatron-env.sh
 mkdir -p "$OUT/src"
@@ -63,6 +67,7 @@ for name in "${candidates[@]}"; do
     bad-lr-below-print) row="learning rate" ;;
     bad-eps-below-print) row="parameter digest" ;;
     bad-timer-accumulates | bad-timer-loses-one) row="timer accounting" ;;
+    bad-rng-not-restored) flags+=(--resume-at "${RESUME_AT:-10}") row="restart" ;;
     bad-reordered-reduction) row="lm loss, params norm @ 1-2" ;;
     bad-nan-after-step) flags+=(--nan-inject iter=4,site=loss) row="NaN before the step" ;;
     bad-sync-in-grad-hook)
@@ -70,6 +75,9 @@ for name in "${candidates[@]}"; do
       budget=${SYNC_BUDGET:-$(ls "$OUT"/good-candidate/candidate-1/syncs.*.json 2>/dev/null | head -1 || true)}
       [ -z "$budget" ] || flags+=(--sync-budget "$budget") ;;
   esac
+  if [ -n "${RESUME_AT:-}" ] && [ "$name" != bad-rng-not-restored ] && { [ "$expect" = 0 ]; }; then
+    flags+=(--resume-at "$RESUME_AT")
+  fi
   start=$(date +%s) rc=0
   "$LG" pair "${flags[@]}" --iters 10-15 --early 2 --run-timeout 300 --out-dir "$OUT/$name" \
     --baseline "cd $OUT/src/base && $env$run" --candidate "cd $OUT/src/$name && $env$run" \

@@ -44,6 +44,7 @@ struct PairRun {
   int index = 0;    // 1..runs; 0 for a NaN-injected run
   std::string nan_spec;  // the injected run's fault spec
   int nan_index = 0;     // which --nan-inject, 1-based; 0 when only one was given
+  std::string restart;   // --resume-at's runs: "save" (saved at K, exits), "load" (loads its arm's), "load-other"
   std::string dir, log_path;
   int exit_code = 0;
   double seconds = 0;
@@ -58,6 +59,7 @@ struct PairRun {
   std::vector<nlohmann::json> tables;
   char side() const { return arm == "baseline" ? 'A' : 'B'; }
   std::string name() const {
+    if (!restart.empty()) return arm + "-" + restart;
     if (index > 0) return fmt::format("{}-{}", arm, index);
     return nan_index > 0 ? fmt::format("{}-nan{}", arm, nan_index) : arm + "-nan";
   }
@@ -92,6 +94,9 @@ void check_pair_options(const PairOptions& o) {
   if (o.counter == "cupti" || !o.nan_inject.empty() || o.values)
     check_input_file("--inject-lib (its Python shim)", shim_dir(o) + "/sitecustomize.py");
   LG_INPUT_CHECK(o.log_fn.find(':') != std::string::npos, "--log-fn '{}': expected module:function", o.log_fn);
+  LG_INPUT_CHECK(o.resume_at >= 0, "--resume-at {}: must be >= 0 (0: off)", o.resume_at);
+  LG_INPUT_CHECK(o.save_flags.find("{dir}") != std::string::npos, "--save-flags '{}': needs {{dir}}", o.save_flags);
+  LG_INPUT_CHECK(o.load_flags.find("{dir}") != std::string::npos, "--load-flags '{}': needs {{dir}}", o.load_flags);
   LG_INPUT_CHECK(std::isfinite(o.timer_tolerance_ms) && o.timer_tolerance_ms >= 0,
                  "--timer-tolerance-ms {}: must be >= 0", o.timer_tolerance_ms);
   LG_INPUT_CHECK(std::isfinite(o.timer_tolerance) && o.timer_tolerance >= 0 && o.timer_tolerance < 1,
@@ -223,22 +228,43 @@ PairRun run_one(const PairOptions& o, const std::string& arm, int index, const s
   return r;
 }
 
+// A restart run: the arm's command with the save or load flags appended (--save-flags, --load-flags).
+PairRun run_restart(const PairOptions& o, const std::string& arm, const std::string& role, const std::string& flags) {
+  PairRun r;
+  r.arm = arm;
+  r.restart = role;
+  r.dir = fs::absolute(fs::path(o.out_dir) / r.name()).string();
+  r.log_path = r.dir + "/log.txt";
+  launch(r, (arm == "baseline" ? o.baseline : o.candidate) + " " + flags, run_environment(o, r, ""), o.run_timeout);
+  std::printf("  %-18s exit %3d %8.1f s  %zu logged iteration(s)%s  %s\n", r.name().c_str(), r.exit_code, r.seconds,
+              r.log ? r.log->entries.size() : 0, r.timed_out ? " (timed out)" : "", r.log_path.c_str());
+  std::fflush(stdout);
+  return r;
+}
+
 // The runs an earlier pair's --json lists (--rejudge), read back from --out-dir/NAME/ with their exit codes.
-void kept_runs(PairOptions& o, std::vector<PairRun>* runs, std::vector<PairRun>* nan_runs) {
+void kept_runs(PairOptions& o, std::vector<PairRun>* runs, std::vector<PairRun>* nan_runs,
+               std::vector<PairRun>* restart_runs) {
   const nlohmann::json j = read_json_file("--rejudge", o.rejudge);
   LG_INPUT_CHECK(j.contains("pair") && j["pair"].contains("runs") && j["pair"]["runs"].is_array(),
                  "--rejudge {}: not a loopgate pair --json (no pair.runs)", o.rejudge);
   o.baseline = j["pair"].value("baseline", "");
   o.candidate = j["pair"].value("candidate", "");
-  static const std::regex name(R"((baseline|candidate)-(\d+|nan(\d*)))");
+  static const std::regex name(R"((baseline|candidate)-(\d+|nan(\d*)|save|load|load-other))");
   for (const nlohmann::json& e : j["pair"]["runs"]) {
     const std::string run = e.value("run", "");
     std::smatch m;
-    LG_INPUT_CHECK(std::regex_match(run, m, name), "--rejudge {}: run '{}' is not ARM-N or ARM-nan[K]", o.rejudge, run);
+    LG_INPUT_CHECK(std::regex_match(run, m, name), "--rejudge {}: run '{}' is not ARM-N, ARM-nan[K] or a restart run",
+                   o.rejudge, run);
     PairRun r;
     r.arm = m[1];
     const bool injected = m[2].str().rfind("nan", 0) == 0;
-    r.index = injected ? 0 : std::stoi(m[2]);
+    const bool restart = !injected && !std::isdigit(static_cast<unsigned char>(m[2].str()[0]));
+    if (restart) {
+      LG_INPUT_CHECK(o.resume_at > 0, "--rejudge {}: run {} is a restart run: give its --resume-at", o.rejudge, run);
+      r.restart = m[2];
+    }
+    r.index = injected || restart ? 0 : std::stoi(m[2]);
     r.nan_index = injected && !m[3].str().empty() ? std::stoi(m[3]) : 0;
     if (injected) {
       const size_t k = r.nan_index > 0 ? static_cast<size_t>(r.nan_index - 1) : 0;
@@ -252,7 +278,7 @@ void kept_runs(PairOptions& o, std::vector<PairRun>* runs, std::vector<PairRun>*
     r.seconds = e.value("seconds", 0.0);
     check_input_file("--rejudge (a kept run's log)", r.log_path);
     read_back(r);
-    (injected ? nan_runs : runs)->push_back(std::move(r));
+    (injected ? nan_runs : restart ? restart_runs : runs)->push_back(std::move(r));
   }
 }
 
@@ -581,6 +607,118 @@ CompareRow timer_row(const std::vector<PairRun>& runs, const TimerTolerance& tol
   return row;
 }
 
+// ---- restart replay (--resume-at K) ----
+
+// `template` with {dir} and {k} filled in: the flags that make a run save at K and exit, or load.
+std::string restart_flags(const std::string& tmpl, const std::string& dir, int64_t k) {
+  std::string out = std::regex_replace(tmpl, std::regex(R"(\{dir\})"), dir);
+  return std::regex_replace(out, std::regex(R"(\{k\})"), std::to_string(k));
+}
+
+// The last non-empty line of a run's log: why it ended, when it ended badly.
+std::string last_line(const PairRun& r) {
+  std::ifstream in(r.log_path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  return last.size() > 200 ? last.substr(0, 197) + "..." : last;
+}
+
+// The loaded run `l` against the uninterrupted run `ref` from K+1: every value both logged, the set of iterations
+// logged, and the digest at exit, per rank.
+void judge_resumed(const PairRun& l, const PairRun& ref, int64_t k, const std::string& what,
+                   std::vector<std::string>* problems, int64_t* values) {
+  if (l.exit_code != 0 || !l.log) {
+    problems->push_back(fmt::format("{}: {} failed: exit {}{}: {}", l.name(), what, l.exit_code,
+                                    l.log ? "" : " and no log", last_line(l)));
+    return;
+  }
+  const RunLog &a = ref.numbers(), &b = l.numbers();
+  std::set<int64_t> want, got;
+  for (const RunEntry& e : a.entries)
+    if (e.iteration > k) want.insert(e.iteration);
+  for (const RunEntry& e : b.entries) {
+    if (e.iteration <= k) {
+      problems->push_back(fmt::format("{}: logs iteration {} <= {}: it did not continue from the checkpoint ({})",
+                                      l.name(), e.iteration, k, b.where(e)));
+      return;
+    }
+    got.insert(e.iteration);
+  }
+  for (int64_t it : want)
+    if (!got.count(it)) problems->push_back(fmt::format("{}: iteration {} not logged after the load", l.name(), it));
+  static const std::pair<const char*, std::optional<LoggedValue> RunEntry::*> kFields[] = {
+      {"lm loss", &RunEntry::lm_loss},     {"params norm", &RunEntry::params_norm},
+      {"grad norm", &RunEntry::grad_norm}, {"num zeros", &RunEntry::num_zeros},
+      {"learning rate", &RunEntry::learning_rate}, {"optimizer learning rate", &RunEntry::optimizer_lr},
+      {"loss scale", &RunEntry::loss_scale}};
+  for (const RunEntry& e : b.entries) {
+    const RunEntry* r = a.find(e.iteration);
+    if (!r) continue;
+    for (const auto& [name, field] : kFields) {
+      if (!(e.*field) || !(r->*field)) continue;
+      ++*values;
+      if (!same_logged_value(*(r->*field), *(e.*field)))
+        problems->push_back(fmt::format("{}: iteration {} {}: '{}' after the load, '{}' uninterrupted ({})", l.name(),
+                                        e.iteration, name, (e.*field)->text, (r->*field)->text, what));
+    }
+  }
+  for (size_t rank = 0; rank < std::min(l.values.size(), ref.values.size()); ++rank) {
+    auto at_exit = [](const RunValues& v) {
+      std::vector<StepDigest> out;
+      for (const StepDigest& d : v.digests)
+        if (d.step == "end") out.push_back(d);
+      return out;
+    };
+    if (auto p = first_parting(at_exit(ref.values[rank]), at_exit(l.values[rank])))
+      problems->push_back(fmt::format("{}: the parameters at exit part from {}'s on rank {}: first at {} ({} tensor(s))",
+                                      l.name(), ref.name(), l.values[rank].rank, p->tensor, p->differing));
+  }
+}
+
+// Restart replay: each arm saved at K and loaded to the end matches its uninterrupted run from K+1, bit for bit
+// where the values are exact; the candidate loads the baseline's checkpoint and matches its own uninterrupted run.
+CompareRow restart_row(const std::vector<PairRun>& runs, const std::vector<PairRun>& restart_runs, int64_t k) {
+  CompareRow row;
+  row.check = "restart";
+  if (k <= 0) {
+    row.detail = "not run: no --resume-at (each arm saved at K and loaded to the end proves the restart)";
+    return row;
+  }
+  auto find = [&](const std::vector<PairRun>& v, const std::string& arm, const std::string& restart) -> const PairRun* {
+    for (const PairRun& r : v)
+      if (r.arm == arm && r.restart == restart && (!restart.empty() || (r.index > 0 && r.log))) return &r;
+    return nullptr;
+  };
+  int64_t values = 0;
+  bool exact = true;
+  for (const char* arm : {"baseline", "candidate"}) {
+    const PairRun* ref = find(runs, arm, "");
+    const PairRun* save = find(restart_runs, arm, "save");
+    if (!ref || !save) {
+      row.problems.push_back(fmt::format("{}: no uninterrupted run or no save run to compare", arm));
+      continue;
+    }
+    if (save->exit_code != 0)
+      row.problems.push_back(fmt::format("{}: the save at {} failed: exit {}: {}", save->name(), k, save->exit_code,
+                                         last_line(*save)));
+    for (const char* role : {"load", "load-other"})
+      if (const PairRun* l = find(restart_runs, arm, role)) {
+        exact = exact && l->exact && ref->exact;
+        judge_resumed(*l, *ref, k, std::string(role) == "load" ? fmt::format("loaded from its own save at {}", k)
+                                                               : fmt::format("loaded from the baseline's save at {}", k),
+                      &row.problems, &values);
+      }
+  }
+  row.result = row.problems.empty() ? CompareResult::kPass : CompareResult::kFail;
+  row.detail = row.problems.empty()
+                   ? fmt::format("{} from iteration {}: {} values after the load equal the uninterrupted runs', the "
+                                 "parameters at exit too where digested; the candidate loads the baseline's checkpoint",
+                                 exact ? "bit-identical" : "identical as printed", k + 1, values)
+                   : fmt::format("{} problem(s); first: {}", row.problems.size(), row.problems.front());
+  return row;
+}
+
 // The check flags each arm ran with (a run with the NaN checks off measures something else).
 CompareRow check_flags_row(const std::vector<PairRun>& runs) {
   static const char* const kFlags[] = {"check_for_nan_in_loss_and_grad", "rerun_mode", "check_for_spiky_loss",
@@ -683,6 +821,15 @@ CLI::App* add_pair_command(CLI::App& app, PairOptions& o) {
                 "the timer row's absolute tolerance per window, ms >= 0 (default 5; the print's rounding is added)");
   c->add_option("--timer-tolerance", o.timer_tolerance,
                 "the timer row's tolerance as a share of the window, 0 <= x < 1 (default 0.05)");
+  c->add_option("--resume-at", o.resume_at,
+                "K >= 0 (0, the default: off): each arm also runs saved at K (--save-flags) and loaded to the end (--load-flags), and the "
+                "candidate loads the baseline's checkpoint; the restart row compares them with the uninterrupted runs "
+                "from K+1");
+  c->add_option("--save-flags", o.save_flags, "with --resume-at: appended to a command to save at {k} into {dir} and "
+                                              "exit (default Megatron's: --save {dir} --save-interval {k} "
+                                              "--exit-interval {k})");
+  c->add_option("--load-flags", o.load_flags, "with --resume-at: appended to a command to load {dir} (default "
+                                              "Megatron's: --load {dir})");
   c->add_option("--run-timeout", o.run_timeout, "seconds a run may take before its process group is ended, >= 0 "
                                                 "(default 0: no limit)");
   c->add_flag("--fail-if-slower", o.fail_if_slower, "the step-time row fails when the candidate is significantly slower");
@@ -702,9 +849,9 @@ int cmd_pair(const PairOptions& opts) {
   set_mpi_launch_env();
   const std::string started = utc_now();
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<PairRun> runs, nan_runs;
+  std::vector<PairRun> runs, nan_runs, restart_runs;
   if (!o.rejudge.empty()) {
-    kept_runs(o, &runs, &nan_runs);
+    kept_runs(o, &runs, &nan_runs, &restart_runs);
     std::printf("loopgate pair: judging the %zu run(s) %s lists, kept in %s\n  baseline:  %s\n  candidate: %s\n",
                 runs.size() + nan_runs.size(), o.rejudge.c_str(), o.out_dir.c_str(), o.baseline.c_str(),
                 o.candidate.c_str());
@@ -717,6 +864,15 @@ int cmd_pair(const PairOptions& opts) {
   for (size_t k = 0; o.rejudge.empty() && k < o.nan_inject.size(); ++k)
     for (const char* arm : {"baseline", "candidate"})
       nan_runs.push_back(run_one(o, arm, 0, o.nan_inject[k], o.nan_inject.size() > 1 ? static_cast<int>(k) + 1 : 0));
+  if (o.rejudge.empty() && o.resume_at > 0) {  // saved at K, then loaded: its own arm's, and the baseline's
+    auto checkpoint = [&](const std::string& arm) { return fs::absolute(fs::path(o.out_dir) / (arm + "-save") / "checkpoint").string(); };
+    for (const char* arm : {"baseline", "candidate"})
+      restart_runs.push_back(run_restart(o, arm, "save", restart_flags(o.save_flags, checkpoint(arm), o.resume_at)));
+    for (const char* arm : {"baseline", "candidate"})
+      restart_runs.push_back(run_restart(o, arm, "load", restart_flags(o.load_flags, checkpoint(arm), o.resume_at)));
+    restart_runs.push_back(
+        run_restart(o, "candidate", "load-other", restart_flags(o.load_flags, checkpoint("baseline"), o.resume_at)));
+  }
 
   std::vector<CompareRun> logs;
   for (const PairRun& r : runs)
@@ -728,6 +884,7 @@ int cmd_pair(const PairOptions& opts) {
     for (CompareRow& r : judged_rows(logs, o.early)) rows.push_back(std::move(r));
   rows.push_back(digest_row(runs));
   rows.push_back(timer_row(runs, TimerTolerance{o.timer_tolerance_ms, o.timer_tolerance}));
+  rows.push_back(restart_row(runs, restart_runs, o.resume_at));
   rows.push_back(nan_row(nan_runs));
   SyncsRow syncs = syncs_row(runs, declared(o.allow_syncs, "--allow-sync"), budget ? &*budget : nullptr, o.sync_budget);
   rows.push_back(syncs.row);
@@ -747,6 +904,7 @@ int cmd_pair(const PairOptions& opts) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<PairRun> all = runs;
   all.insert(all.end(), nan_runs.begin(), nan_runs.end());
+  all.insert(all.end(), restart_runs.begin(), restart_runs.end());
   write_outputs(o, rows, all, ok, seconds, started);
   return ok ? 0 : 1;
 }

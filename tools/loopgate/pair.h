@@ -36,6 +36,9 @@ struct PairOptions {
   bool values = true;
   std::string log_fn = "megatron.training.training:training_log";
   double timer_tolerance_ms = 5.0, timer_tolerance = 0.05;
+  // Restart replay: each arm saved at K and loaded to the end, and the candidate loading the baseline's checkpoint.
+  int64_t resume_at = 0;
+  std::string save_flags = "--save {dir} --save-interval {k} --exit-interval {k}", load_flags = "--load {dir}";
   bool fail_if_slower = false;
   std::string json_path, junit_path, html_path;
   double alpha = 0.05;

@@ -5,6 +5,7 @@ Megatron's argument names. `--defect NAME` plants one of the changes the tests m
 candidates; fake_pretrain_training.py says what each does).
 
     python3 fake_pretrain.py [--train-iters N] [--log-interval K] [--step-ms MS] [--defect NAME]
+                             [--save DIR --save-interval K --exit-interval K] [--load DIR]
 """
 import argparse
 import os
@@ -19,5 +20,9 @@ p.add_argument("--log-interval", type=int, default=1)
 p.add_argument("--step-ms", type=float, default=50.0)
 p.add_argument("--lr", type=float, default=1.0e-2)
 p.add_argument("--data-path", default="/data/fake_text_document")
+p.add_argument("--save", default="")
+p.add_argument("--save-interval", type=int, default=0)
+p.add_argument("--exit-interval", type=int, default=0)
+p.add_argument("--load", default="")
 p.add_argument("--defect", default="none", choices=fake_pretrain_training.DEFECTS)
 sys.exit(fake_pretrain_training.pretrain(p.parse_args()))

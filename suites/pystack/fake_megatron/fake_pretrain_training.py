@@ -9,9 +9,15 @@ The defects (--defect), each a change a careless engineer could make, each for t
                    (lm loss / params norm, the digest)
   timer-accumulates  the interval timer never reset: each line reports the running total (timer accounting)
   timer-loses-one  the timer stopped around iteration 6's step: that interval is lost (timer accounting)
+  step-not-restored  a load restores the parameters, moments and scheduler but not Adam's step count: the bias
+                   correction restarts (restart)
+--save/--save-interval/--exit-interval/--load as Megatron's: a checkpoint (JSON, the fp32 bits as hex) every
+save interval, the run ends after the exit interval's iteration, and a load continues from the newest one.
 """
 import datetime
+import json
 import math
+import os
 import random
 import struct
 import time
@@ -19,7 +25,7 @@ from array import array
 
 import fake_clip_grads
 
-DEFECTS = ["none", "lr-rewrite", "update-rounded", "timer-accumulates", "timer-loses-one"]
+DEFECTS = ["none", "lr-rewrite", "update-rounded", "timer-accumulates", "timer-loses-one", "step-not-restored"]
 ARGS = None
 
 
@@ -190,6 +196,35 @@ def print_arguments(args):
     print("-------------------- end of arguments ---------------------", flush=True)
 
 
+def save_checkpoint(folder, iteration, model, optimizer, scheduler):
+    adam = optimizer.optimizer
+    state = {"iteration": iteration, "scheduler_steps": scheduler.num_steps, "adam_steps": adam.steps,
+             "lr": adam.param_groups[0]["lr"].hex(),
+             "params": {name: p.data.tobytes().hex() for name, p in model.named_parameters()},
+             "moments": {name: [adam.state[p][k].data.tobytes().hex() for k in ("exp_avg", "exp_avg_sq")]
+                         for name, p in model.named_parameters()}}
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "checkpoint.json"), "w") as f:
+        json.dump(state, f)
+    print(f"saved checkpoint at iteration {iteration} to {folder}", flush=True)
+
+
+def load_checkpoint(folder, model, optimizer, scheduler):
+    with open(os.path.join(folder, "checkpoint.json")) as f:
+        state = json.load(f)
+    adam = optimizer.optimizer
+    for name, p in model.named_parameters():
+        p.data = array("f", bytes.fromhex(state["params"][name]))
+        for k, hexed in zip(("exp_avg", "exp_avg_sq"), state["moments"][name]):
+            adam.state[p][k].data = array("f", bytes.fromhex(hexed))
+    scheduler.num_steps = state["scheduler_steps"]
+    adam.param_groups[0]["lr"] = float.fromhex(state["lr"])
+    if ARGS.defect != "step-not-restored":
+        adam.steps = state["adam_steps"]
+    print(f"loaded checkpoint from {folder} at iteration {state['iteration']}", flush=True)
+    return state["iteration"]
+
+
 def pretrain(args):
     global ARGS, TIMER
     ARGS = args
@@ -198,9 +233,10 @@ def pretrain(args):
     optimizer = Optimizer(model, 0.0)
     scheduler = Scheduler(args.lr, args.lr / 10, 3, args.train_iters)
     scheduler.step(optimizer)
+    start = load_checkpoint(args.load, model, optimizer, scheduler) if args.load else 0
     total_loss_dict = {}
     TIMER = IntervalTimer()
-    for iteration in range(1, args.train_iters + 1):
+    for iteration in range(start + 1, args.train_iters + 1):
         if args.defect == "timer-loses-one" and iteration == 6:
             TIMER.stop()
         loss_dict, skipped, grad_norm, num_zeros = train_step(None, data, model, optimizer, scheduler, None, None,
@@ -209,5 +245,10 @@ def pretrain(args):
             TIMER.start()
         lr = optimizer.optimizer.param_groups[0]["lr"]
         training_log(loss_dict, total_loss_dict, lr, iteration, 1.0, False, skipped, grad_norm,
-                     params_l2_norm(model), num_zeros, None, is_first_iteration=iteration == 1)
+                     params_l2_norm(model), num_zeros, None, is_first_iteration=iteration == start + 1)
+        if args.save and args.save_interval and iteration % args.save_interval == 0:
+            save_checkpoint(args.save, iteration, model, optimizer, scheduler)
+        if args.exit_interval and iteration % args.exit_interval == 0:
+            print(f"exiting program at iteration {iteration}", flush=True)
+            break
     return 0
