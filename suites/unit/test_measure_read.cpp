@@ -56,6 +56,28 @@ TEST(EmulatedRead, AnUnkeptSourceTheCallerStillHoldsIsNoRace) {
   EXPECT_EQ(ledger.async_races(), 0 + wrong());
 }
 
+// The emulation's own rule, whatever the source: a copy issued into a buffer whose last copy has not landed is a
+// race, with the source kept and still held by the caller (the buffer-reuse race: the earlier copy is lost). An
+// emulation that counted it only when the source was gone (weakened, planted by hand: 0 races here) fails this.
+TEST(EmulatedRead, AnIssueIntoABufferWhoseCopyHasNotLandedIsARaceWhateverItsSource) {
+  int expected = 0, pending = 0;
+  Ledger ledger;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    auto stream = emulated_stream(ledger, seed);
+    at::Tensor dest = at::empty({3}, at::kDouble);
+    const at::Tensor source = at::full({3}, 1.5, at::kDouble);  // held by the caller and kept
+    stream->keep(source);
+    stream->copy(dest, source);
+    const bool landed_at_once = !std::isnan(dest[0].item<double>());
+    expected += landed_at_once ? 0 : 1;
+    pending += landed_at_once ? 0 : 1;
+    stream->copy(dest, source);  // the next read into the same buffer, before a wait
+    stream->wait();
+  }
+  EXPECT_GT(pending, 0) << "of 16 seeds, a copy lands at once one time in four";
+  EXPECT_EQ(ledger.async_races(), expected + wrong());
+}
+
 TEST(EmulatedRead, TheCopyReadsItsSourceWhenItLands) {
   // A source rewritten after issue, before the wait: a device copy on its own stream may read either; the
   // emulation reads the later, so a caller that rewrites what it issued shows as a changed value.
