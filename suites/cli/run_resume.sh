@@ -2,7 +2,9 @@
 # run_resume.sh LOOPGATE MPIEXEC: restart replay across processes. `loopgate run` to 12 iterations; the same saved
 # at 6 and ended there (--save, --exit-interval 6, baseline); new processes that load it and continue (baseline and
 # zerosync); their Megatron lines after iteration 6 must equal the uninterrupted run's of the same arm as printed
-# (the timestamp and the timing field left out). Then --load of another layout, another model shape, a truncated
+# (the timestamp and the timing field left out), and each log point's timer window (the iterations its elapsed time
+# covers, from the Traces) must be the uninterrupted run's: a loaded run's first window opens after the save, not at
+# iteration 1. Then --load of another layout, another model shape, a truncated
 # file and a damaged one must each be refused: exit 2, one line naming the file, nothing written. And the save on the
 # duration exit, between log points, continued in a new process.
 set -u
@@ -17,8 +19,24 @@ fail=0
 run --arm baseline --save "$W/ck" --exit-interval 6 > "$W/save.log" 2>&1 || { echo "FAIL the saving run"; cat "$W/save.log"; exit 1; }
 [ "$(cat "$W/ck/latest_checkpointed_iteration.txt")" = 6 ] || { echo "FAIL the tracker does not name iteration 6"; exit 1; }
 for arm in baseline zerosync; do
-  run --arm "$arm" > "$W/full_$arm.log" 2>&1 || { echo "FAIL $arm uninterrupted"; fail=1; }
-  run --arm "$arm" --load "$W/ck" > "$W/resumed_$arm.log" 2>&1 || { echo "FAIL $arm resumed"; cat "$W/resumed_$arm.log"; fail=1; }
+  run --arm "$arm" --trace "$W/full_$arm.json" > "$W/full_$arm.log" 2>&1 || { echo "FAIL $arm uninterrupted"; fail=1; }
+  run --arm "$arm" --load "$W/ck" --trace "$W/resumed_$arm.json" > "$W/resumed_$arm.log" 2>&1 ||
+    { echo "FAIL $arm resumed"; cat "$W/resumed_$arm.log"; fail=1; }
+  # After 8 the windows must be the uninterrupted run's; at 8 (the first log point after the load) a lagged timer
+  # previews its own window, as any process's first report does: it must open after the save, at 7.
+  windows() { python3 -c 'import json, sys
+recs = json.load(open(sys.argv[1]))["records"]
+print(sorted({(r["rank"], r["iteration"], tuple(r["timer_window"])) for r in recs
+              if r["iteration"] > 8 and r.get("timer_window", [0, 0])[0] > 0}))
+print(sorted({r["timer_window"][0] for r in recs if r["iteration"] == 8 and r.get("timer_window", [0, 0])[0] > 0}))' "$1"; }
+  if [ "$(windows "$W/full_$arm.json" | head -1)" != "$(windows "$W/resumed_$arm.json" | head -1)" ] ||
+     [ "$(windows "$W/resumed_$arm.json" | tail -1)" != "[7]" ]; then
+    echo "FAIL $arm resumed: its log points' timer windows are not the uninterrupted run's after 8, or the window at 8 does"
+    echo "  not open at 7: uninterrupted $(windows "$W/full_$arm.json"); resumed $(windows "$W/resumed_$arm.json")"
+    fail=1
+  else
+    echo "ok: $arm resumed times the uninterrupted run's windows after 6"
+  fi
   n=$(lines_after_6 "$W/full_$arm.log" | wc -l)
   if [ "$n" -ne 3 ] || ! diff <(lines_after_6 "$W/full_$arm.log") <(lines_after_6 "$W/resumed_$arm.log"); then
     echo "FAIL $arm resumed from the baseline's checkpoint differs from $arm uninterrupted after iteration 6 ($n lines)"

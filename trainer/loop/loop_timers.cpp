@@ -90,7 +90,10 @@ void LoopTimers::stop(const std::string& name) {
   ScopedSite scope(site_name(Site::kTimers));
   if (Timer* t = level1(name)) t->stop(/*barrier=*/false);
 }
-void LoopTimers::start_interval() { timers_.at(kIntervalTimer)->start(/*barrier=*/true); }
+void LoopTimers::start_interval(int64_t first_iteration) {
+  window_start_ = first_iteration;  // a loaded run, or an arm taking over, opens its first window here, not at 1
+  timers_.at(kIntervalTimer)->start(/*barrier=*/true);
+}
 
 void LoopTimers::time_save(const std::function<void()>& save) {
   Timer& interval = *timers_.at(kIntervalTimer);

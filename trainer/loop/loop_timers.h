@@ -50,7 +50,8 @@ class LoopTimers {
   bool deferred() const { return arm_.timers == SyncMode::kDeferred; }
   void start(const std::string& name);
   void stop(const std::string& name);
-  void start_interval();
+  // The interval timer starts with the window of 1-based `first_iteration` (a segment's first).
+  void start_interval(int64_t first_iteration);
   // Deferred, at a log point: every timer's lagged report into `b` (MAX and MAX-of-negated over ranks).
   void add_deferred_values(Bundle& b, int64_t iteration);
   // Eager, at a log point: every timer's time, all-gathered over the world and read once.

@@ -122,7 +122,7 @@ void begin_segment(Loop& L, const Arm& arm, bool instrumented, int64_t since, co
   L.seg.arm->mutated().schedule(L.seg.schedule);
   L.seg.protocol->begin_segment({*L.scheduler, scheduler_increment(L), L.next_iteration, L.cfg.train_iters, window});
   L.driver->begin_segment(since);
-  L.seg.protocol->timers().start_interval();
+  L.seg.protocol->timers().start_interval(L.next_iteration + 1);
 }
 
 // The current arm's segment ends: the host's scheduler catches up with the device's count, the timers are drained.
