@@ -56,6 +56,15 @@ std::vector<std::string> accounting_problems(const std::string& arm, const RunRe
   const std::map<std::string, int64_t> want_count = {{"forward-backward", n}, {"optimizer", n}, {kInterval, log_points + 1}};
   for (const auto& [name, count] : want_count)
     if (next[name] != count) bad(fmt::format("timer {}: {} intervals reported, {} started", name, next[name], count));
+  // Whatever the timers are (a replayed iteration's, a save's): per timer, the intervals reported are the ones it
+  // timed, so a drain that forgets one timer, or a report that loses its pending intervals, fails.
+  std::map<std::string, int64_t> reported;
+  for (const TimerInterval& t : all) ++reported[t.name];
+  for (const auto& [name, timed] : r.timers.timed)
+    if (reported[name] != timed)
+      bad(fmt::format("timer {}: {} intervals reported, {} timed", name, reported[name], timed));
+  for (const auto& [name, n] : reported)
+    if (!r.timers.timed.count(name)) bad(fmt::format("timer {}: {} intervals reported, none timed", name, n));
   // What each iteration's Trace record reported is, in iteration order, a prefix of the run's report stream.
   size_t k = 0;
   for (const IterationRecord& rec : r.trace.records) {

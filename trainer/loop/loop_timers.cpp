@@ -22,6 +22,7 @@ void TimerSummary::append(const TimerSummary& t) {
   lag_waits += t.lag_waits;
   max_pending_events = std::max(max_pending_events, t.max_pending_events);
   event_lags.insert(event_lags.end(), t.event_lags.begin(), t.event_lags.end());
+  for (const auto& [name, n] : t.timed) timed[name] += n;
 }
 namespace {
 const char* const kLevel1Timers[] = {"forward-backward", "optimizer"};
@@ -104,6 +105,7 @@ void LoopTimers::time_save(const std::function<void()>& save) {
   timer.stop(/*barrier=*/true);
   timer.elapsed(/*reset=*/true, /*barrier=*/false);
   publish(timer.take_reported());
+  saves_timed_ += timer.intervals_timed();
   interval.start(/*barrier=*/true);
 }
 
@@ -214,6 +216,8 @@ TimerSummary LoopTimers::finish() {
     if (auto* ev = dynamic_cast<EventTimer*>(timer.get()))
       out.max_pending_events = std::max(out.max_pending_events, static_cast<int64_t>(ev->max_pending_seen()));
   if (lag_) out.event_lags = lag_->lags();
+  for (auto& [name, timer] : timers_) out.timed[name] += timer->intervals_timed();
+  if (saves_timed_ > 0) out.timed[kSaveTimer] += saves_timed_;
   out.intervals = reported_;
   return out;
 }

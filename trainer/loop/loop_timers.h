@@ -34,6 +34,7 @@ struct TimerSummary {
   int64_t lag_waits = 0;                 // deferred: later reports that waited (device > 1 window behind)
   int64_t max_pending_events = 0;        // the most events any EventTimer held pending (bound 1024); 0 eager
   std::vector<int> event_lags;           // RunConfig::event_lag: the simulated lag at each log point
+  std::map<std::string, int64_t> timed;  // per timer, the intervals it timed (every one must be in `intervals`)
 
   void append(const TimerSummary& later);  // a later segment's, after this one's
 };
@@ -85,6 +86,7 @@ class LoopTimers {
   std::deque<TimerWindow> closed_windows_;      // deferred: closed, not yet reported
   TimerWindow shown_window_;                    // what this log point's time covers
   std::vector<TimerInterval> reported_;
+  int64_t saves_timed_ = 0;   // the saves' own timer's intervals (save-checkpoint, a timer per save)
   size_t reported_mark_ = 0;  // reported_[mark..] were reported since the last log point
 };
 

@@ -286,6 +286,7 @@ class DummyTimer : public Timer {
   bool started() const override { return false; }
   std::vector<TimerInterval> take_reported() override { return {}; }
   std::vector<TimerInterval> drain() override { return {}; }
+  int64_t intervals_timed() const override { return 0; }
 
  private:
   std::string name_ = "dummy";

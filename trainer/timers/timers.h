@@ -76,6 +76,9 @@ class Timer {
   // End of the timed region: stop if running, report every interval not yet reported (waiting for events if
   // need be); returns those intervals. They also join take_reported() and the accumulated elapsed().
   virtual std::vector<TimerInterval> drain() = 0;
+  // Intervals timed so far (each stop after a start, the drain's included): after the drain, every one of them
+  // must have been reported, once.
+  virtual int64_t intervals_timed() const = 0;
 };
 
 // ---- HostTimer (baseline) ----
@@ -95,6 +98,7 @@ class HostTimer : public Timer {
   double active_time() const { return active_time_; }
   std::vector<TimerInterval> take_reported() override;
   std::vector<TimerInterval> drain() override;
+  int64_t intervals_timed() const override { return next_seq_; }
 
  private:
   void sync(bool barrier);
@@ -196,6 +200,7 @@ class EventTimer : public Timer {
   std::vector<TimerInterval> take_reported() override;
 
   std::vector<TimerInterval> drain() override;  // waits for every pending event (one blocking wait)
+  int64_t intervals_timed() const override { return next_seq_; }
   Shows shows() const { return shows_; }
   bool last_was_preview() const { return shows_ == Shows::kPreviewOfThisWindow; }
   size_t pending_events() const { return pending_.size(); }
