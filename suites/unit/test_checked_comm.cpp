@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "suites/unit/two_rank_comm.h"
 #include "suites/unit/wrong.h"
 #include "trainer/common/error.h"
 #include "trainer/parallel/checked_comm.h"
@@ -19,33 +20,18 @@ namespace {
 
 // One rank of a two-rank group whose all-gather returns this rank's tensor and the peer's, given beforehand; it
 // remembers what this rank gave.
-class TwoRankGather final : public Comm {
+class TwoRankGather final : public TwoRankComm {
  public:
-  TwoRankGather(int rank, at::Tensor peer) : rank_(rank), peer_(std::move(peer)) {}
-  const char* backend() const override { return "two-rank test"; }
-  int rank() const override { return rank_; }
-  int size() const override { return 2; }
-  const std::vector<int>& world_ranks() const override { return ranks_; }
-  void all_reduce(at::Tensor&, ReduceOp) override {}
+  TwoRankGather(int rank, at::Tensor peer) : TwoRankComm(rank), peer_(std::move(peer)) {}
   at::Tensor all_gather(const at::Tensor& t) override {
     given = t.clone();
     const at::Tensor other = peer_.defined() ? peer_ : t;  // no peer given: the peer agrees
-    return rank_ == 0 ? at::cat({t, other}) : at::cat({other, t});
+    return rank() == 0 ? at::cat({t, other}) : at::cat({other, t});
   }
-  at::Tensor reduce_scatter(const at::Tensor& t, ReduceOp) override { return t; }
-  void broadcast(at::Tensor&, int) override {}
-  void send(const at::Tensor&, int) override {}
-  void recv(at::Tensor&, int) override {}
-  void send_recv(const at::Tensor&, int, at::Tensor&, int) override {}
-  void barrier() override {}
-  int64_t calls() const override { return 0; }
-  void restart(const CommOptions&) override {}
   at::Tensor given;
 
  private:
-  int rank_;
   at::Tensor peer_;
-  std::vector<int> ranks_ = {0, 1};
 };
 
 struct Issued {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "suites/unit/two_rank_comm.h"
 #include "trainer/measure/ledger.h"
 #include "trainer/loop/bundle.h"
 
@@ -14,13 +15,9 @@ namespace loopgate {
 namespace {
 
 // A 2-rank group seen from rank 0: all_reduce MAX combines with the other rank's tensor through fmax.
-class FmaxPeerComm final : public Comm {
+class FmaxPeerComm final : public TwoRankComm {
  public:
   explicit FmaxPeerComm(at::Tensor peer) : peer_(std::move(peer)) {}
-  const char* backend() const override { return "fmax-peer"; }
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  const std::vector<int>& world_ranks() const override { return ranks_; }
   void all_reduce(at::Tensor& t, ReduceOp op) override {
     ASSERT_EQ(op, ReduceOp::kMax);
     const int64_t n = peer_.numel();
@@ -28,19 +25,11 @@ class FmaxPeerComm final : public Comm {
     t.copy_(at::fmax(t, peer.to(t.scalar_type())));
     ++calls_;
   }
-  at::Tensor all_gather(const at::Tensor& t) override { return t; }
-  at::Tensor reduce_scatter(const at::Tensor& t, ReduceOp) override { return t; }
-  void broadcast(at::Tensor&, int) override {}
-  void send(const at::Tensor&, int) override {}
-  void recv(at::Tensor&, int) override {}
-  void send_recv(const at::Tensor&, int, at::Tensor&, int) override {}
-  void barrier() override {}
   int64_t calls() const override { return calls_; }
   void restart(const CommOptions&) override { calls_ = 0; }
 
  private:
   at::Tensor peer_;
-  std::vector<int> ranks_ = {0, 1};
   int64_t calls_ = 0;
 };
 
