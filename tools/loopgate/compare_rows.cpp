@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -248,6 +249,7 @@ CompareRow early_identity(const std::vector<CompareRun>& runs, int64_t k) {
   Agreement ag;
   std::set<int64_t> iterations;
   int64_t noisy = 0;
+  std::map<std::string, double> noise;  // per field, the baseline's noise over the run, computed once
   for (int64_t it = from; it <= to; ++it)
     for (const ComparedField& f : fields_judged(FieldRule::kEarlyIdentity)) {
       Agreement one;
@@ -259,7 +261,8 @@ CompareRow early_identity(const std::vector<CompareRun>& runs, int64_t k) {
       if (one.problems.empty()) continue;
       if (several && !baseline_reproduces(runs, f)) {  // the configuration's own noise: the spread rule
         ++noisy;
-        if (auto p = beyond_spread(sides_at(runs, it, f), it, f.name, relative_noise(runs, f))) ag.problems.push_back(*p);
+        if (!noise.count(f.name)) noise[f.name] = relative_noise(runs, f);
+        if (auto p = beyond_spread(sides_at(runs, it, f), it, f.name, noise[f.name])) ag.problems.push_back(*p);
         continue;
       }
       ag.problems.insert(ag.problems.end(), one.problems.begin(), one.problems.end());

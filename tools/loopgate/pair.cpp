@@ -212,6 +212,20 @@ Env run_environment(const PairOptions& o, const PairRun& r, const std::string& n
   return env;
 }
 
+// Launches the run `r` names (its arm, index, fault or restart role): the arm's command, with `flags` appended (a
+// restart run's --save-flags or --load-flags), in its own folder; prints one line.
+PairRun launched(const PairOptions& o, PairRun r, const std::string& flags = "") {
+  r.dir = fs::absolute(fs::path(o.out_dir) / r.name()).string();
+  r.log_path = r.dir + "/log.txt";
+  const std::string& command = r.arm == "baseline" ? o.baseline : o.candidate;
+  launch(r, flags.empty() ? command : command + " " + flags, run_environment(o, r, r.nan_spec), o.run_timeout);
+  std::printf("  %-*s exit %3d %8.1f s  %zu logged iteration(s)%s  %s\n", r.restart.empty() ? 14 : 18,
+              r.name().c_str(), r.exit_code, r.seconds, r.log ? r.log->entries.size() : 0,
+              r.timed_out ? " (timed out)" : "", r.log_path.c_str());
+  std::fflush(stdout);
+  return r;
+}
+
 PairRun run_one(const PairOptions& o, const std::string& arm, int index, const std::string& nan_inject = "",
                 int nan_index = 0) {
   PairRun r;
@@ -219,13 +233,7 @@ PairRun run_one(const PairOptions& o, const std::string& arm, int index, const s
   r.index = index;
   r.nan_spec = nan_inject;
   r.nan_index = nan_index;
-  r.dir = fs::absolute(fs::path(o.out_dir) / r.name()).string();
-  r.log_path = r.dir + "/log.txt";
-  launch(r, arm == "baseline" ? o.baseline : o.candidate, run_environment(o, r, nan_inject), o.run_timeout);
-  std::printf("  %-14s exit %3d %8.1f s  %zu logged iteration(s)%s  %s\n", r.name().c_str(), r.exit_code, r.seconds,
-              r.log ? r.log->entries.size() : 0, r.timed_out ? " (timed out)" : "", r.log_path.c_str());
-  std::fflush(stdout);
-  return r;
+  return launched(o, r);
 }
 
 // A restart run: the arm's command with the save or load flags appended (--save-flags, --load-flags).
@@ -233,13 +241,7 @@ PairRun run_restart(const PairOptions& o, const std::string& arm, const std::str
   PairRun r;
   r.arm = arm;
   r.restart = role;
-  r.dir = fs::absolute(fs::path(o.out_dir) / r.name()).string();
-  r.log_path = r.dir + "/log.txt";
-  launch(r, (arm == "baseline" ? o.baseline : o.candidate) + " " + flags, run_environment(o, r, ""), o.run_timeout);
-  std::printf("  %-18s exit %3d %8.1f s  %zu logged iteration(s)%s  %s\n", r.name().c_str(), r.exit_code, r.seconds,
-              r.log ? r.log->entries.size() : 0, r.timed_out ? " (timed out)" : "", r.log_path.c_str());
-  std::fflush(stdout);
-  return r;
+  return launched(o, r, flags);
 }
 
 // The runs an earlier pair's --json lists (--rejudge), read back from --out-dir/NAME/ with their exit codes.
@@ -647,15 +649,14 @@ void judge_resumed(const PairRun& l, const PairRun& ref, int64_t k, const std::s
   }
   for (int64_t it : want)
     if (!got.count(it)) problems->push_back(fmt::format("{}: iteration {} not logged after the load", l.name(), it));
-  static const std::pair<const char*, std::optional<LoggedValue> RunEntry::*> kFields[] = {
-      {"lm loss", &RunEntry::lm_loss},     {"params norm", &RunEntry::params_norm},
-      {"grad norm", &RunEntry::grad_norm}, {"num zeros", &RunEntry::num_zeros},
-      {"learning rate", &RunEntry::learning_rate}, {"optimizer learning rate", &RunEntry::optimizer_lr},
-      {"loss scale", &RunEntry::loss_scale}};
+  // Every value field compare judges, and the loss scale (a restored grad scaler shows there first).
+  std::vector<std::pair<std::string, std::optional<LoggedValue> RunEntry::*>> fields = {{"loss scale", &RunEntry::loss_scale}};
+  for (const ComparedField& f : compared_fields())
+    if (f.value) fields.emplace_back(f.name, f.value);
   for (const RunEntry& e : b.entries) {
     const RunEntry* r = a.find(e.iteration);
     if (!r) continue;
-    for (const auto& [name, field] : kFields) {
+    for (const auto& [name, field] : fields) {
       if (!(e.*field) || !(r->*field)) continue;
       ++*values;
       if (!same_logged_value(*(r->*field), *(e.*field)))
