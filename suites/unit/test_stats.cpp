@@ -197,5 +197,68 @@ TEST(Stats, GuardsNameTheSide) {
             std::string::npos);
 }
 
+// The paired shift (the counter's in-run overhead): the Hodges-Lehmann location of one sample of differences and
+// its Wilcoxon signed-rank interval. 1..10: the 55 Walsh averages are symmetric about 5.5; the signed-rank table's
+// two-sided 5 % critical value at n = 10 is 8, so k = 9, and the 9th smallest average is 3 (cumulative counts of
+// 1, 1.5, 2, 2.5, 3: 1, 2, 4, 6, 9), the 9th largest 8. One stalled iteration (1000 in place of 10) moves the mean
+// to 104.5 and the location not at all.
+TEST(Stats, PairedShiftHodgesLehmannAndSignedRankInterval) {
+  PairedShift s = paired_shift(range(1, 10));
+  EXPECT_EQ(s.n, 10);
+  EXPECT_EQ(s.ci_k, 9 + wrong());
+  EXPECT_DOUBLE_EQ(s.location, shifted(5.5));
+  EXPECT_DOUBLE_EQ(s.ci_low, shifted(3));
+  EXPECT_DOUBLE_EQ(s.ci_high, shifted(8));
+  EXPECT_DOUBLE_EQ(s.mean, shifted(5.5));
+  std::vector<double> stalled = range(1, 10);
+  stalled.back() = 1000;
+  PairedShift t = paired_shift(stalled);
+  EXPECT_DOUBLE_EQ(t.mean, shifted(104.5));
+  EXPECT_DOUBLE_EQ(t.location, shifted(5.5));
+  EXPECT_DOUBLE_EQ(t.ci_low, shifted(3));
+  EXPECT_DOUBLE_EQ(t.ci_high, shifted(501));
+  // The table's critical values at n = 20 and 30 (52, 137); beyond 50 the normal approximation's floor.
+  EXPECT_EQ(paired_shift(range(-7, 20)).ci_k, 53 + wrong());
+  EXPECT_EQ(paired_shift(range(-7, 30)).ci_k, 138 + wrong());
+  const double n = 60, z = normal_quantile(0.975);
+  EXPECT_EQ(paired_shift(range(-7, 60)).ci_k,
+            static_cast<int64_t>(std::floor(n * (n + 1) / 4 - z * std::sqrt(n * (n + 1) * (2 * n + 1) / 24))) + wrong());
+  // Against the sorted Walsh averages themselves, on random values with ties.
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<double> u(-3, 9);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<double> d(2 + trial * 3);
+    for (double& x : d) x = trial % 2 ? std::round(u(gen)) : u(gen);
+    std::vector<double> walsh;
+    for (size_t i = 0; i < d.size(); ++i)
+      for (size_t j = i; j < d.size(); ++j) walsh.push_back((d[i] + d[j]) / 2.0);
+    std::sort(walsh.begin(), walsh.end());
+    const PairedShift p = paired_shift(d);
+    EXPECT_DOUBLE_EQ(p.ci_low, shifted(walsh[static_cast<size_t>(p.ci_k - 1)]));
+    EXPECT_DOUBLE_EQ(p.ci_high, shifted(walsh[walsh.size() - static_cast<size_t>(p.ci_k)]));
+    const size_t m = walsh.size();
+    EXPECT_DOUBLE_EQ(p.location, shifted(m % 2 ? walsh[m / 2] : (walsh[m / 2 - 1] + walsh[m / 2]) / 2.0));
+  }
+  EXPECT_THROW(paired_shift({1.0}), InputError);
+  EXPECT_THROW(paired_shift({1.0, NAN}), InputError);
+}
+
+// The exact k against every one of the 2^12 sign patterns: P(T+ <= k - 1) <= alpha / 2 < P(T+ <= k).
+TEST(Stats, PairedShiftExactKMatchesEnumeratingEverySign) {
+  for (double alpha : {0.05, 0.1, 0.01}) {
+    const int n = 12;
+    std::vector<int64_t> at_most(n * (n + 1) / 2 + 1, 0);
+    for (unsigned mask = 0; mask < (1u << n); ++mask) {
+      int t = 0;
+      for (int r = 1; r <= n; ++r)
+        if (mask & (1u << (r - 1))) t += r;
+      for (size_t v = static_cast<size_t>(t); v < at_most.size(); ++v) ++at_most[v];
+    }
+    const int64_t k = paired_shift(range(1, n), alpha).ci_k - wrong();
+    EXPECT_LE(static_cast<double>(at_most[static_cast<size_t>(k - 1)]) / 4096.0, alpha / 2) << alpha;
+    EXPECT_GT(static_cast<double>(at_most[static_cast<size_t>(k)]) / 4096.0, alpha / 2) << alpha;
+  }
+}
+
 }  // namespace
 }  // namespace loopgate
