@@ -27,12 +27,25 @@ namespace {
 
 
 // A per-process table, or a merged one ({"processes": [...]}): the per-process tables.
+// Each site row is checked here, once, so a hand-edited or truncated table is a one-line input error.
 std::vector<nlohmann::json> processes_of(const nlohmann::json& j, const std::string& name) {
+  std::vector<nlohmann::json> procs;
   if (j.is_object() && j.contains("processes") && j["processes"].is_array())
-    return std::vector<nlohmann::json>(j["processes"].begin(), j["processes"].end());
-  LG_INPUT_CHECK(j.is_object() && j.value("format", "") == "loopgate-syncs/1",
-                 "{}: not a loopgate syncs table (no \"format\": \"loopgate-syncs/1\" or \"processes\")", name);
-  return {j};
+    procs.assign(j["processes"].begin(), j["processes"].end());
+  else
+    LG_INPUT_CHECK(j.is_object() && j.value("format", "") == "loopgate-syncs/1",
+                   "{}: not a loopgate syncs table (no \"format\": \"loopgate-syncs/1\" or \"processes\")", name);
+  if (procs.empty()) procs.push_back(j);
+  for (const nlohmann::json& p : procs) {
+    LG_INPUT_CHECK(p.is_object() && p.contains("sites") && p["sites"].is_array(), "{}: a process table without \"sites\"",
+                   name);
+    for (const nlohmann::json& s : p["sites"])
+      LG_INPUT_CHECK(s.is_object() && s.value("site", nlohmann::json()).is_string() &&
+                         s.value("kind", nlohmann::json()).is_string() && s.contains("per_iteration") &&
+                         s["per_iteration"].is_object(),
+                     "{}: a site row without its \"site\", \"kind\" and \"per_iteration\" object", name);
+  }
+  return procs;
 }
 
 int64_t iterations_of(const nlohmann::json& p) {
@@ -161,24 +174,22 @@ std::optional<OverheadAb> overhead_ab(const nlohmann::json& process, double limi
   OverheadAb out;
   out.stats = ab_statistics(uncounted, counted, 0.05);
   out.pairs = static_cast<int64_t>(d.size());
-  double sum = 0, sq = 0;
-  for (double x : d) sum += x;
-  out.mean_ms = sum / static_cast<double>(d.size());
-  for (double x : d) sq += (x - out.mean_ms) * (x - out.mean_ms);
-  const double half = normal_quantile(0.975) * std::sqrt(sq / static_cast<double>(d.size() - 1)) /
-                      std::sqrt(static_cast<double>(d.size()));
-  out.low_ms = out.mean_ms - half;
-  out.high_ms = out.mean_ms + half;
+  const PairedShift shift = paired_shift(d, 0.05);
+  out.location_ms = shift.location;
+  out.low_ms = shift.ci_low;
+  out.high_ms = shift.ci_high;
+  out.mean_ms = shift.mean;
   const double base = out.stats.median_a;
   out.low_pct = 100.0 * out.low_ms / base;
   out.high_pct = 100.0 * out.high_ms / base;
   out.verdict = out.high_pct <= limit_pct ? "within" : out.low_pct > limit_pct ? "over" : "undecided";
   out.sentence = fmt::format(
       "counter overhead, alternating iterations of pid {}: uncounted median {:.2f} ms ({} iterations), counted {:.2f} "
-      "ms ({}); each counted iteration against its uncounted neighbours ({} pairs): {:+.2f} ms, 95 % interval {:+.2f} "
-      "to {:+.2f} ms ({:+.2f} % to {:+.2f} % of the uncounted median): {} {} %",
-      process.value("pid", 0), base, uncounted.size(), out.stats.median_b, counted.size(), out.pairs, out.mean_ms,
-      out.low_ms, out.high_ms, out.low_pct, out.high_pct,
+      "ms ({}); each counted iteration against its uncounted neighbours ({} pairs): {:+.2f} ms (Hodges-Lehmann; mean "
+      "{:+.2f} ms), 95 % interval {:+.2f} to {:+.2f} ms (signed-rank; {:+.2f} % to {:+.2f} % of the uncounted median): "
+      "{} {} %",
+      process.value("pid", 0), base, uncounted.size(), out.stats.median_b, counted.size(), out.pairs, out.location_ms,
+      out.mean_ms, out.low_ms, out.high_ms, out.low_pct, out.high_pct,
       out.verdict == "undecided" ? "neither within nor over" : out.verdict, limit_pct);
   return out;
 }
@@ -335,7 +346,8 @@ int cmd_syncs(const SyncsOptions& opts) {
       if (!ab) continue;
       std::printf("%s\n", ab->sentence.c_str());
       merged["overhead"].push_back({{"pid", p.value("pid", 0)}, {"verdict", ab->verdict}, {"limit_pct", o.overhead_limit},
-                                    {"pairs", ab->pairs}, {"mean_ms", ab->mean_ms}, {"low_pct", ab->low_pct},
+                                    {"pairs", ab->pairs}, {"location_ms", ab->location_ms}, {"mean_ms", ab->mean_ms},
+                                    {"low_pct", ab->low_pct},
                                     {"high_pct", ab->high_pct}, {"ratio", ab->stats.ratio}, {"sentence", ab->sentence}});
     }
     if (merged["overhead"].empty())

@@ -57,7 +57,9 @@ nlohmann::json read_json_file(const std::string& flag, const std::string& path);
 struct OverheadAb {
   AbStats stats;
   int64_t pairs = 0;
-  double mean_ms = 0, low_ms = 0, high_ms = 0;  // the paired differences' mean and its 95 % interval
+  // The paired differences' Hodges-Lehmann location and its 95 % signed-rank interval (stats.h: paired_shift),
+  // which the verdict reads; their mean only informs (a host stall in one iteration moves it by ms).
+  double location_ms = 0, low_ms = 0, high_ms = 0, mean_ms = 0;
   double low_pct = 0, high_pct = 0;             // the interval as a share of the uncounted median
   std::string verdict;               // within | over | undecided
   std::string sentence;
