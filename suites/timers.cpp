@@ -34,8 +34,9 @@ bool same_interval(const TimerInterval& a, const TimerInterval& b) {
   return a.name == b.name && a.seq == b.seq && same_bits(a.seconds, b.seconds);
 }
 
-// Every accounting problem of `arm`'s run `r` on this rank, one line each.
-std::vector<std::string> accounting_problems(const std::string& arm, const RunResult& r) {
+// Every accounting problem of `arm`'s run `r` on this rank, one line each. `saves`: the saves the run made (each
+// pauses interval-time, so its window is reported as two intervals).
+std::vector<std::string> accounting_problems(const std::string& arm, const RunResult& r, int64_t saves = 0) {
   std::vector<std::string> p;
   const int rank = world_rank();
   auto bad = [&](const std::string& what) { p.push_back(fmt::format("{}: rank {}: {}", arm, rank, what)); };
@@ -49,11 +50,11 @@ std::vector<std::string> accounting_problems(const std::string& arm, const RunRe
     if (!(t.seconds >= 0.0) || !std::isfinite(t.seconds)) bad(fmt::format("timer {} seq {}: {} s", t.name, t.seq, hex(t.seconds)));
   }
   // Drained on stop: every window started was reported (one forward-backward and one optimizer window per
-  // iteration; one interval-time window per log point plus the last).
+  // iteration; one interval-time window per log point plus the last, plus one per save).
   int64_t log_points = 0;
   for (const IterationRecord& rec : r.trace.records) log_points += rec.timer_window_first > 0;
   const int64_t n = r.iterations_done;
-  const std::map<std::string, int64_t> want_count = {{"forward-backward", n}, {"optimizer", n}, {kInterval, log_points + 1}};
+  const std::map<std::string, int64_t> want_count = {{"forward-backward", n}, {"optimizer", n}, {kInterval, log_points + 1 + saves}};
   for (const auto& [name, count] : want_count)
     if (next[name] != count) bad(fmt::format("timer {}: {} intervals reported, {} started", name, next[name], count));
   // Whatever the timers are (a replayed iteration's, a save's): per timer, the intervals reported are the ones it
@@ -100,8 +101,10 @@ double logged_elapsed_ms(const std::string& line) {
 // One window per log line: on this rank, every log point after the first reports exactly one interval-time
 // interval, > 0, covering the window before this log point's (deferred) or its own (eager); the line prints a
 // time > 0. Windows are the iterations between log points; the first log line (iteration 1) does not reset, as
-// Megatron HEAD's.
-std::vector<std::string> window_problems(const std::string& arm, const RunResult& r) {
+// Megatron HEAD's. A save after iteration k pauses the window that holds iteration k + 1: that window is reported
+// as one interval more (`saves_after`: the k of each save).
+std::vector<std::string> window_problems(const std::string& arm, const RunResult& r,
+                                         const std::vector<int64_t>& saves_after = {}) {
   std::vector<std::string> p;
   const bool deferred = find_arm(arm).timers == SyncMode::kDeferred;
   const int rank = world_rank();
@@ -131,7 +134,11 @@ std::vector<std::string> window_problems(const std::string& arm, const RunResult
       ++n_interval;
       if (!(t.seconds > 0.0)) bad(rec.iteration, fmt::format("interval-time window of {} s", hex(t.seconds)));
     }
-    if (i > 0 && n_interval != 1) bad(rec.iteration, fmt::format("{} interval-time windows in one line", n_interval));
+    int64_t pauses = 0;
+    for (int64_t k : saves_after) pauses += want.first <= k + 1 && k + 1 <= want.second;
+    if (i > 0 && n_interval != 1 + pauses)
+      bad(rec.iteration, fmt::format("{} interval-time intervals in one line, expected {} (one window, {} save pause(s))",
+                                     n_interval, 1 + pauses, pauses));
   }
   if (rank == world_size() - 1) {
     for (size_t i = 0; i < r.log_lines.size(); ++i)
@@ -293,6 +300,55 @@ TEST_P(TimersLagged, LaggingDeviceStillOneWindowPerLineAndWaitsOnlyWhenBehind) {
                 static_cast<unsigned long long>(lagged_config().event_lag.seed), s.local.timers.event_lags.size(), behind);
 }
 
+// ---- a save inside a window: what each window covers ----
+
+// Saves after iterations 3 and 6, inside the log windows 3-4 and 5-6 (log interval 2), each 1024 s long on the
+// timers' clock (RunConfig::simulated_save_seconds: a CPU save of this model takes milliseconds, and no sleep).
+constexpr double kSimulatedSaveSeconds = 1024.0;
+
+const ScenarioResult& save_run(const std::string& arm) {
+  RunConfig c = gate_config();
+  c.train_iters = 8;
+  c.log_interval = 2;
+  c.save_interval = 3;
+  c.save_dir = fmt::format("{}/timers-save-{}", launch_dir(), arm);
+  c.simulated_save_seconds = kSimulatedSaveSeconds;
+  return run_scenario("timers-save", c, arm);
+}
+
+// Megatron's save_checkpoint_and_time stops interval-time before the save and starts it after: each save is timed
+// by save-checkpoint alone, and no interval-time window holds it.
+std::vector<std::string> save_window_problems(const std::string& arm, const RunResult& r) {
+  std::vector<std::string> p;
+  auto bad = [&](const std::string& what) { p.push_back(fmt::format("{}: rank {}: {}", arm, world_rank(), what)); };
+  int64_t saves = 0;
+  for (const TimerInterval& t : r.timers.intervals) {
+    if (t.name == "save-checkpoint") {
+      ++saves;
+      if (!(t.seconds >= kSimulatedSaveSeconds))
+        bad(fmt::format("save-checkpoint seq {}: {} s, shorter than the save's {} s", t.seq, t.seconds, kSimulatedSaveSeconds));
+    }
+    if (t.name == kInterval && !(t.seconds < kSimulatedSaveSeconds))
+      bad(fmt::format("interval-time seq {}: {} s: the window holds a save's {} s (stopped after the save?)", t.seq,
+                      t.seconds, kSimulatedSaveSeconds));
+  }
+  if (saves != 2) bad(fmt::format("{} save-checkpoint intervals, expected 2 (after iterations 3 and 6)", saves));
+  return p;
+}
+
+TEST_P(Timers, SaveTimeStaysOutOfTheWindowOpenAtTheSave) {
+  if (heavy_fixture()) GTEST_SKIP() << "dp64: shown on the smaller fixtures (the window rule does not depend on the layout)";
+  for (const std::string& arm : {std::string("baseline"), GetParam()}) {
+    const RunResult& r = save_run(arm).local;
+    auto p = save_window_problems(arm, r);
+    auto a = accounting_problems(arm, r, /*saves=*/2);
+    auto w = window_problems(arm, r, /*saves_after=*/{3, 6});
+    p.insert(p.end(), a.begin(), a.end());
+    p.insert(p.end(), w.begin(), w.end());
+    EXPECT_TRUE(p.empty()) << problem_list(p);
+  }
+}
+
 // Replayed (--cuda-graph iteration): a replayed iteration's level-1 timers start and stop between its graph's
 // segments (capture.h cut), so the accounting holds for every iteration, the replayed ones included.
 class TimersGraph : public ::testing::TestWithParam<std::string> {};
@@ -377,8 +433,8 @@ TEST(GatePower, TimersRejectsWhateverCompletedReports) {
   auto p = window_problems(arm, lagged_run(arm).local);
   size_t empty = 0, doubled = 0;
   for (const std::string& x : p) {
-    empty += x.find("0 interval-time windows") != std::string::npos;
-    doubled += x.find("2 interval-time windows") != std::string::npos;
+    empty += x.find(": 0 interval-time intervals in one line, expected 1") != std::string::npos;
+    doubled += x.find(": 2 interval-time intervals in one line, expected 1") != std::string::npos;
   }
   EXPECT_GT(empty + doubled, 0u) << "the timers gate accepted whatever-completed reports on a lagging device: " << problem_list(p);
   if (world_rank() == 0 && !p.empty())

@@ -78,6 +78,10 @@ struct RunConfig {
     uint64_t seed = 0;
     int max_windows = 0;
   } event_lag;
+  // CPU simulation of a large checkpoint write: each save takes this many seconds more on the timers' clock (0 =
+  // off; ignored with device events). A CPU save of the tiny model takes a few ms, too little for a check to tell
+  // whether the window open at the save left the save's time out (Megatron's save_checkpoint_and_time).
+  double simulated_save_seconds = 0.0;
   // --async-emulation: on CPU, asynchronous reads land late (at their wait or, seeded, at their issue) and hold
   // NaN until then, and the timers' events lag 0..3 log windows (event_lag): a read or a timer that does not wait
   // for its copy or event sees poison, as it would on a device that runs behind (async_copy.h).

@@ -60,6 +60,7 @@ LoopTimers::LoopTimers(const Arm& arm, const RunConfig& config, Ledger& ledger, 
   if (run_device().is_cuda() && !lag_) device_events_ = make_cuda_event_source();  // GPU: real device events
 #endif
   timer_events_ = device_events_ ? device_events_.get() : events_.get();
+  if (!device_events_) simulated_save_seconds_ = config.simulated_save_seconds;
   auto make = [&](const std::string& name) -> std::unique_ptr<Timer> {
     if (arm_.timers == SyncMode::kDeferred) return arm_.mutated().event_timer(name, timer_events_);
     return std::make_unique<HostTimer>(name, &clock_, groups_.world.get(), [this] {
@@ -99,13 +100,16 @@ void LoopTimers::start_interval(int64_t first_iteration) {
 void LoopTimers::time_save(const std::function<void()>& save) {
   Timer& interval = *timers_.at(kIntervalTimer);
   interval.stop(/*barrier=*/false);
-  HostTimer timer(kSaveTimer, &clock_, groups_.world.get(), [this] { ledger_.checkpoint_sync(timer_device_sync); });
+  if (!save_timer_)
+    save_timer_ = std::make_unique<HostTimer>(kSaveTimer, &clock_, groups_.world.get(),
+                                              [this] { ledger_.checkpoint_sync(timer_device_sync); });
+  HostTimer& timer = *save_timer_;
   timer.start(/*barrier=*/true);
   save();
+  clock_.advance(simulated_save_seconds_);
   timer.stop(/*barrier=*/true);
   timer.elapsed(/*reset=*/true, /*barrier=*/false);
   publish(timer.take_reported());
-  saves_timed_ += timer.intervals_timed();
   interval.start(/*barrier=*/true);
 }
 
@@ -217,7 +221,7 @@ TimerSummary LoopTimers::finish() {
       out.max_pending_events = std::max(out.max_pending_events, static_cast<int64_t>(ev->max_pending_seen()));
   if (lag_) out.event_lags = lag_->lags();
   for (auto& [name, timer] : timers_) out.timed[name] += timer->intervals_timed();
-  if (saves_timed_ > 0) out.timed[kSaveTimer] += saves_timed_;
+  if (save_timer_) out.timed[kSaveTimer] = save_timer_->intervals_timed();
   out.intervals = reported_;
   return out;
 }

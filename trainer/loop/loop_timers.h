@@ -77,6 +77,7 @@ class LoopTimers {
   Ledger& ledger_;
   ProcessGroups& groups_;
   SteadyClock clock_;
+  double simulated_save_seconds_ = 0.0;  // RunConfig::simulated_save_seconds, on CPU events only
   std::unique_ptr<ClockEventSource> events_;
   std::unique_ptr<EventSource> device_events_;  // CUDA events on the GPU tier (timers use them when set)
   EventSource* timer_events_ = nullptr;         // the one the deferred timers record on
@@ -86,7 +87,9 @@ class LoopTimers {
   std::deque<TimerWindow> closed_windows_;      // deferred: closed, not yet reported
   TimerWindow shown_window_;                    // what this log point's time covers
   std::vector<TimerInterval> reported_;
-  int64_t saves_timed_ = 0;   // the saves' own timer's intervals (save-checkpoint, a timer per save)
+  // The saves' own timer (save-checkpoint), one for the run as Megatron's Timers keeps it: its report stream is
+  // numbered across saves.
+  std::unique_ptr<HostTimer> save_timer_;
   size_t reported_mark_ = 0;  // reported_[mark..] were reported since the last log point
 };
 

@@ -14,7 +14,7 @@ namespace loopgate {
 
 double SteadyClock::now() {
   using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
+  return duration<double>(steady_clock::now().time_since_epoch()).count() + offset_;
 }
 
 // ---- HostTimer ----
