@@ -108,9 +108,12 @@ class EmulatedCopyStream final : public CopyStream {
 // changes nothing here (the copy landed at once).
 class CpuUpload : public Upload {
  public:
-  at::Tensor copy(const at::Tensor& host) override {
+  at::Tensor copy(const at::Tensor& host) override { return copy_from(upload_stage(host, c10::Device(c10::kCPU))); }
+
+ protected:
+  static at::Tensor copy_from(const at::Tensor& stage) {
     OpCounter::Suspend host_side;  // the copy engine's work, not a kernel
-    return host.clone();
+    return stage.clone();
   }
 };
 
@@ -123,11 +126,12 @@ class EmulatedUpload final : public CpuUpload {
   }
   ~EmulatedUpload() override { ledger_.set_wait_observer(nullptr); }
   at::Tensor copy(const at::Tensor& host) override {
+    const at::Tensor stage = upload_stage(host, c10::Device(c10::kCPU));  // the production stage, watched
     {
       std::lock_guard<std::mutex> lock(mu_);  // a wait may come from the autograd thread's hooks
-      in_flight_.push_back({host, host._version()});
+      in_flight_.push_back({stage, stage._version()});
     }
-    return CpuUpload::copy(host);
+    return copy_from(stage);
   }
 
  private:
@@ -206,10 +210,14 @@ at::Tensor upload(const std::vector<double>& values, const at::TensorOptions& op
   return upload(host, options.device());
 }
 
-at::Tensor upload(const at::Tensor& host, c10::Device device) {
-  if (!device.is_cuda()) return host;
+at::Tensor upload_stage(const at::Tensor& host, c10::Device device) {
   // Pinned, so the copy is asynchronous; LibTorch's host allocator keeps the buffer until the copy is done.
-  return host.pin_memory().to(device, /*non_blocking=*/true);
+  return device.is_cuda() ? host.pin_memory() : host;
+}
+
+at::Tensor upload(const at::Tensor& host, c10::Device device) {
+  const at::Tensor stage = upload_stage(host, device);
+  return device.is_cuda() ? stage.to(device, /*non_blocking=*/true) : stage;
 }
 
 }  // namespace loopgate

@@ -85,6 +85,11 @@ class Upload {
 std::unique_ptr<Upload> make_upload(Ledger& ledger, c10::Device device, const AsyncEmulation& emulation,
                                     const DeviceStress& stress, int rank);
 
+// The stage every upload copies from, on every device: the memory its copy reads when the stream reaches it. Pinned
+// on a GPU (pin_memory hands an already pinned tensor back as it is); on CPU the host tensor itself. One function
+// for both, so the CPU emulation (--async-emulation) watches the stage a GPU's copy reads, not a stand-in for it.
+at::Tensor upload_stage(const at::Tensor& host, c10::Device device);
+
 // Host values (or a host tensor) on the device with `options`' dtype: one pinned, non-blocking copy (no read, no
 // sync, no kernel: nothing is counted). CPU: the values as a CPU tensor. For tensors made once and never
 // rewritten (tables, bundles); a batch goes through Upload.
