@@ -11,7 +11,8 @@
 // baseline for every arm; under --cuda-graph iteration (its CPU stand-in), where the new run captures again (not on
 // dp64), at a log point and between log points. On single, at log interval 2: a log point; between log points
 // (every family's log window rides the checkpoint, LogWindow); right after a skipped NaN step, between log points
-// (the skip pending in the window: on zerosync a verdict only the device banked); inside the LR warmup; inside WSD's
+// (the skip pending in the window: on zerosync a verdict only the device banked); between log points in a window
+// that holds an advanced step and then a skipped one (log interval 3); inside the LR warmup; inside WSD's
 // anneal; inside the fp16 scaler's hysteresis and its growth interval. On tp2sp and pp2: between log points right
 // after a NaN on the last rank skipped (every rank's window). A saver's checkpoint is made once and loaded by
 // every arm. On single, for the arms that read nothing between log points: right after a NaN whose verdict is an
@@ -99,6 +100,17 @@ const std::vector<SavePoint>& save_points() {
        [](RunConfig c) {
          c = resume_base(c);
          c.faults = inject(parse_fault_specs(fmt::format("iter=4,site=loss,rank={},kind=nan", world_size() - 1)));
+         c.rerun.on_fault = FaultOutcome::kSkipStep;
+         return c;
+       }},
+      // Between log points in a window that holds an advanced step and then a skipped one (log interval 3, the window
+      // 7..9, a NaN skipped at 8): the save's read of the open window carries the loss sum beside the skip and the
+      // NaN count, in every family (the per-site one's syncfree-1..4 included).
+      {"advance-then-skip", 8,
+       [](RunConfig c) {
+         c = resume_base(c);
+         c.log_interval = 3;
+         c.faults = inject(parse_fault_specs(fmt::format("iter=7,site=loss,rank={},kind=nan", world_size() - 1)));
          c.rerun.on_fault = FaultOutcome::kSkipStep;
          return c;
        }},
