@@ -2,7 +2,7 @@
 # The step-time sweep on a GPU machine (after a GPU build, e.g. ci/gpu-graph.sh with BUILD=1 STEPS=""): `loopgate ab`
 # baseline vs onesync over model sizes from launch-bound to compute-bound, at --log-interval 1 and 20, on one GPU
 # (single) and, with two, tp2sp. One log per run in $RESULTS (default build/gpu/results/sweep); one line per run
-# in $RESULTS/sweep.tsv (tools/sweep_table.py turns the logs into the table and plot of docs/performance.md).
+# in $RESULTS/sweep.tsv (tools/sweep_plot.py turns the logs into the table and plot of docs/performance.md).
 #   SIZES="64x4x32 1024x8x1024" LIS="1" FIXTURES="single" ARMS=baseline,onesync ci/gpu-sweep.sh
 # A size is HIDDENxLAYERSxSEQ; heads = hidden / 64 (at least 4). PROFILE=1 adds --profile (launch starvation).
 # PHASES per arm (default 6: 5 v 5 samples, smallest exact two-sided p 0.0079; 8 gives 7 v 7, p down to 0.0006).
