@@ -100,22 +100,29 @@ static int64_t count_le(const std::vector<double>& a, const std::vector<double>&
   return count;
 }
 
-// Bisection on the value: keeps count_le(lo) < k <= count_le(hi) until lo and hi are adjacent doubles; then the
-// k-th difference is hi. Memory O(1) beyond the samples, so 10^4 windows a side cost no 800 MB of differences.
-double kth_pairwise_difference(const std::vector<double>& a, const std::vector<double>& b, int64_t k) {
-  const int64_t mn = static_cast<int64_t>(a.size() * b.size());
-  LG_CHECK(k >= 1 && k <= mn, "k-th pairwise difference: k = {} outside 1..{}", k, mn);
-  double hi = b.back() - a.front();   // the largest difference: count = mn
-  double lo = b.front() - a.back();   // the smallest: count >= 1
-  if (count_le(a, b, lo) >= k) return lo;
+// The k-th smallest of values that are only counted, never formed: bisection on the value keeps
+// count(lo) < k <= count(hi) until lo and hi are adjacent doubles; then the k-th value is hi. `lo` may hold the
+// k-th itself (count(lo) >= k: returned). Memory O(1) beyond the samples, so 10^4 windows a side cost no 800 MB of
+// differences.
+template <class CountLe>
+static double kth_by_bisection(double lo, double hi, int64_t k, CountLe count_le) {
+  if (count_le(lo) >= k) return lo;
   while (true) {
     double mid = lo + (hi - lo) / 2.0;
     if (mid <= lo || mid >= hi) {
       mid = std::nextafter(lo, hi);
       if (mid >= hi) return hi;
     }
-    (count_le(a, b, mid) >= k ? hi : lo) = mid;
+    (count_le(mid) >= k ? hi : lo) = mid;
   }
+}
+
+double kth_pairwise_difference(const std::vector<double>& a, const std::vector<double>& b, int64_t k) {
+  const int64_t mn = static_cast<int64_t>(a.size() * b.size());
+  LG_CHECK(k >= 1 && k <= mn, "k-th pairwise difference: k = {} outside 1..{}", k, mn);
+  // From the smallest difference (count >= 1) to the largest (count = mn).
+  return kth_by_bisection(b.front() - a.back(), b.back() - a.front(), k,
+                          [&](double t) { return count_le(a, b, t); });
 }
 
 std::vector<int64_t> doubled_midranks(const std::vector<double>& pooled) {
@@ -360,19 +367,9 @@ int64_t walsh_count_le(const std::vector<double>& d, double t) {
   }
   return count;
 }
-// The k-th smallest Walsh average by bisection on the value, as kth_pairwise_difference: O(n) memory, so a run of
-// 10^4 pairs costs no 400 MB of averages.
+// The k-th smallest Walsh average (d sorted), as kth_pairwise_difference: O(n) memory.
 double kth_walsh_average(const std::vector<double>& d, int64_t k) {
-  double lo = d.front(), hi = d.back();
-  if (walsh_count_le(d, lo) >= k) return lo;
-  while (true) {
-    double mid = lo + (hi - lo) / 2.0;
-    if (mid <= lo || mid >= hi) {
-      mid = std::nextafter(lo, hi);
-      if (mid >= hi) return hi;
-    }
-    (walsh_count_le(d, mid) >= k ? hi : lo) = mid;
-  }
+  return kth_by_bisection(d.front(), d.back(), k, [&](double t) { return walsh_count_le(d, t); });
 }
 }  // namespace
 
