@@ -4,6 +4,8 @@
 # Every GPU script builds through this one (ci/gpu.sh, gpu-gates, gpu-graph, gpu-measure).
 #   bash ci/gpu-build.sh [TARGET ...]
 #   LOOPGATE_VENDOR_DIR=/path bash ci/gpu-build.sh    # a runner image without gtest / nlohmann / CLI11 packages
+#   FETCHCONTENT_SOURCE_DIR_GOOGLETEST=/src/googletest FETCHCONTENT_SOURCE_DIR_NLOHMANN_JSON=/src/json \
+#     FETCHCONTENT_SOURCE_DIR_CLI11=/src/CLI11 bash ci/gpu-build.sh   # neither, and no network (ctest/LoopgateDeps.cmake)
 # Output: configure and build logs under ${RESULTS:-build/gpu/results}; on failure their tail, exit 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,7 @@ extra=()
 # The sync counter's frame walker reads the frames of the Python that runs the user's program: this one.
 extra+=("-DPython3_EXECUTABLE=$(command -v python3)")
 [ -n "${LOOPGATE_VENDOR_DIR:-}" ] && extra+=("-DLOOPGATE_VENDOR_DIR=$LOOPGATE_VENDOR_DIR")
+for v in $(compgen -e | grep '^FETCHCONTENT_SOURCE_DIR_' || true); do extra+=("-D$v=${!v}"); done
 cmake --preset gpu "${extra[@]}" > "$R/configure.log" 2>&1 || { tail -40 "$R/configure.log"; exit 1; }
 start=$(date +%s)
 targets=()
