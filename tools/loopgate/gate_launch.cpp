@@ -15,12 +15,14 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
 #include "tools/loopgate/launch_plan.h"
 #include "tools/loopgate/paths.h"
+#include "tools/loopgate/process.h"
 #include "tools/loopgate/verdicts.h"
 #include "trainer/parallel/recorded_comm.h"
 #include "trainer/common/error.h"
@@ -190,6 +192,7 @@ struct Launch {
   std::vector<std::string> excluded;  // tests earlier attempts started (finished or aborted in)
   std::string hung_file;              // scenarios earlier attempts hung in (--lg_hung_file): not run again
   std::chrono::steady_clock::time_point start;
+  std::unique_ptr<Process> process;  // the current attempt's mpiexec, in the CLI's process group (Ctrl-C reaches it)
   std::ifstream log;
   std::string pending;
   size_t index = 0;
@@ -223,9 +226,10 @@ void start_attempt(Launch& l) {
                      "'--gtest_filter={}'",
                      l.trace_dir, l.progress, l.r.np > 8 ? 1200 : 300, o.progress_timeout, filter);
   if (!l.hung_file.empty()) cmd += " --lg_hung_file=" + l.hung_file;
-  cmd += " > " + l.attempt_log + " 2>&1";
-  std::string bg = "(" + cmd + "; echo $? > " + l.attempt_log + ".rc) &";
-  if (std::system(bg.c_str()) != 0) throw Error("could not launch: " + cmd);
+  ProcessSpec spec;
+  spec.shell = cmd;
+  spec.log_path = l.attempt_log;
+  l.process = std::make_unique<Process>(spec);
   l.log.close();
   l.log.clear();
   l.pending.clear();
@@ -268,7 +272,7 @@ void note_trace(const std::string& line, const std::string& trace_dir, std::vect
 // Echoes the scenario lines written since the last poll; true once the launch has finished (verdicts read),
 // relaunching first for the tests an aborted attempt did not reach.
 bool poll_launch(Launch& l) {
-  bool done = access((l.attempt_log + ".rc").c_str(), F_OK) == 0;
+  const std::optional<int> ended = l.process->poll();  // before reading the log: once ended, it is all there
   if (!l.log.is_open()) l.log.open(l.attempt_log);
   std::string line;
   while (l.log.is_open() && std::getline(l.log, line)) {
@@ -285,9 +289,8 @@ bool poll_launch(Launch& l) {
   }
   if (l.log.is_open()) l.log.clear();
   std::fflush(stdout);
-  if (!done) return false;
-  int rc = 0;
-  std::ifstream(l.attempt_log + ".rc") >> rc;
+  if (!ended) return false;
+  const int rc = *ended;
   LaunchOutcome out = read_progress(l.r.fixture, l.progress);
   l.r.verdicts.insert(l.r.verdicts.end(), out.verdicts.begin(), out.verdicts.end());
   l.r.skipped.insert(l.r.skipped.end(), out.skipped.begin(), out.skipped.end());

@@ -21,6 +21,7 @@
 #include "fixtures/golden.h"
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
+#include "tools/loopgate/process.h"
 #include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
 #include "trainer/measure/ledger.h"
@@ -41,8 +42,9 @@ std::string make_tmp_dir() {
 int launch(const std::string& cmd) {
   std::printf("+ %s\n", cmd.c_str());
   std::fflush(stdout);
-  int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+  ProcessSpec spec;
+  spec.shell = cmd;
+  return run_process(spec);
 }
 
 // Inside the MPI job: the baseline golden run and every budget arm's sync scenarios, written to `dir` by rank 0.

@@ -1,11 +1,8 @@
 // `loopgate pair` (pair.h): runs two commands in alternating phases, then judges their logs and sync tables.
 #include "tools/loopgate/pair.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,7 +15,6 @@
 #include <optional>
 #include <regex>
 #include <set>
-#include <thread>
 
 #include "fixtures/faults/fault_spec.h"
 #include "tools/analysis/run_values.h"
@@ -26,6 +22,7 @@
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/compare_rows.h"
 #include "tools/loopgate/paths.h"
+#include "tools/loopgate/process.h"
 #include "tools/loopgate/report.h"
 #include "tools/loopgate/syncs.h"
 #include "tools/loopgate/validate.h"
@@ -135,32 +132,14 @@ void read_back(PairRun& r);
 void launch(PairRun& r, const std::string& command, const Env& env, double timeout) {
   fs::create_directories(r.dir);
   for (const fs::directory_entry& e : fs::directory_iterator(r.dir)) fs::remove_all(e.path());
-  std::fflush(nullptr);
   const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    const int fd = open(r.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) _exit(126);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (timeout > 0 && elapsed() > timeout && !r.timed_out) {
-      r.timed_out = true;
-      kill(-pid, SIGTERM);
-      std::this_thread::sleep_for(std::chrono::seconds(3));
-      kill(-pid, SIGKILL);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  r.seconds = elapsed();
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  ProcessSpec spec;
+  spec.shell = command;
+  spec.env = env;
+  spec.log_path = r.log_path;
+  spec.own_group = true;
+  r.exit_code = run_process(spec, timeout, &r.timed_out);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   read_back(r);
 }
 

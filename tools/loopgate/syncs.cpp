@@ -3,13 +3,9 @@
 #include "tools/loopgate/syncs.h"
 
 #include <fmt/format.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +14,7 @@
 #include <regex>
 
 #include "tools/loopgate/paths.h"
+#include "tools/loopgate/process.h"
 #include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
 
@@ -63,21 +60,6 @@ std::vector<std::string> table_files(const std::string& dir) {
   return out;
 }
 
-int run_command(const std::vector<std::string>& command) {
-  std::vector<char*> argv;
-  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "loopgate syncs: cannot run '%s': %s\n", argv[0], std::strerror(errno));
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 std::string print_process(const nlohmann::json& p) {
   std::vector<std::string> its;
@@ -322,9 +304,10 @@ int cmd_syncs(const SyncsOptions& opts) {
     check_input_file("--inject-lib (its Python shim)", shim + "/sitecustomize.py");
     fs::create_directories(o.out_dir);
     for (const std::string& stale : table_files(o.out_dir)) fs::remove(stale);
-    for (const auto& [name, value] : counter_environment(o, fs::absolute(o.out_dir).string()))
-      setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
-    rc = run_command(o.command);
+    ProcessSpec program;
+    program.argv = o.command;
+    program.env = counter_environment(o, fs::absolute(o.out_dir).string());
+    rc = run_process(program);
     merged["command"] = o.command;
     for (nlohmann::json& t : read_sync_tables(o.out_dir)) merged["processes"].push_back(std::move(t));
   }
