@@ -53,6 +53,7 @@
 #include "tools/cupti/alternating_iterations.h"
 #include "tools/cupti/sync_kind.h"
 #include "trainer/measure/cupti_core.h"
+#include "trainer/measure/sync_table_file.h"
 
 namespace {
 
@@ -142,8 +143,8 @@ struct SiteInfo {
 
 struct Injection : loopgate::cupti::Hooks {
   loopgate::cupti::Engine engine;
-  std::string roi = env_or("LOOPGATE_CUPTI_ROI", "");
-  std::string iter_prefix = env_or("LOOPGATE_CUPTI_ITER", "iteration");
+  std::string roi = env_or(loopgate::sync_file::kEnvRoi, "");
+  std::string iter_prefix = env_or(loopgate::sync_file::kEnvIterPrefix, "iteration");
   std::vector<std::string> skip_libs;
   std::vector<std::string> skip_python = {"/torch/", "loopgate_pyshim"};
   int64_t roi_first = 0, roi_last = -1;  // ROI "iters:A-B"
@@ -152,7 +153,7 @@ struct Injection : loopgate::cupti::Hooks {
   std::atomic<int64_t> iteration{0};
   std::atomic<int64_t> iterations_seen{0};
   // The overhead A/B (LOOPGATE_CUPTI_AB=1): whether the current marked iteration is counted, and the durations.
-  const bool alternate = env_or("LOOPGATE_CUPTI_AB", "") == "1";
+  const bool alternate = env_or(loopgate::sync_file::kEnvOverheadAb, "") == "1";
   std::atomic<bool> alternate_counted{true};
   std::mutex ab_mu;
   loopgate::cupti::AlternatingIterations ab;
@@ -337,31 +338,34 @@ struct Injection : loopgate::cupti::Hooks {
   }
 
   nlohmann::json json_report(const loopgate::SyncTable& table, const std::string& region) {
-    nlohmann::json sites = nlohmann::json::array();
-    std::map<std::string, nlohmann::json> rows;
+    std::map<std::string, loopgate::sync_file::SiteRow> rows;
     for (const auto& [iter, by_site] : table)
       for (const auto& [key, t] : by_site) {
         if (t.syncs() + t.pageable_async + t.stalls == 0) continue;
-        nlohmann::json& r = rows[key];
-        if (r.is_null()) {
+        loopgate::sync_file::SiteRow& r = rows[key];
+        if (!r.counter_columns) {
           std::lock_guard<std::mutex> lock(info_mu);
           const SiteInfo& info = site_info[key];
-          r = {{"site", info.site}, {"kind", info.kind}, {"stack", info.stack}, {"per_iteration", nlohmann::json::object()},
-               {"syncs", 0}, {"pageable", 0}, {"stalls", 0}, {"blocked_ms", 0.0}};
+          r.site = info.site;
+          r.kind = info.kind;
+          r.stack = info.stack;
+          r.counter_columns = true;
         }
-        r["per_iteration"][std::to_string(iter)] = t.syncs() + t.pageable_async + t.stalls;
-        r["syncs"] = r["syncs"].get<int64_t>() + t.syncs();
-        r["pageable"] = r["pageable"].get<int64_t>() + t.pageable_async;
-        r["stalls"] = r["stalls"].get<int64_t>() + t.stalls;
-        r["blocked_ms"] = r["blocked_ms"].get<double>() + t.sync_ms;
+        r.per_iteration[iter] = t.syncs() + t.pageable_async + t.stalls;
+        r.syncs += t.syncs();
+        r.pageable += t.pageable_async;
+        r.stalls += t.stalls;
+        r.blocked_ms += t.sync_ms;
       }
-    for (auto& [key, r] : rows) sites.push_back(std::move(r));
-    std::vector<int64_t> iterations;
-    for (const auto& [iter, by_site] : table) iterations.push_back(iter);
-    return {{"format", "loopgate-syncs/1"}, {"pid", static_cast<int>(getpid())}, {"region", region},
-            {"iterations_seen", iterations_seen.load()}, {"iterations", iterations},
-            {"python", python_note.empty() ? "read" : python_note}, {"sites", sites},
-            {"overhead_ab", alternate ? ab_json() : nlohmann::json(nullptr)}};
+    loopgate::sync_file::ProcessTable out;
+    out.pid = static_cast<int>(getpid());
+    out.region = region;
+    out.iterations_seen = iterations_seen.load();
+    for (const auto& [iter, by_site] : table) out.iterations.push_back(iter);
+    out.python = python_note.empty() ? "read" : python_note;
+    for (auto& [key, r] : rows) out.sites.push_back(std::move(r));
+    out.overhead_ab = alternate ? ab_json() : nlohmann::json(nullptr);
+    return loopgate::sync_file::to_json(out);
   }
   nlohmann::json ab_json() {
     std::lock_guard<std::mutex> lock(ab_mu);
@@ -393,12 +397,12 @@ struct Injection : loopgate::cupti::Hooks {
                   engine.slow_call_ms());
     std::string text = loopgate::format_sync_table(table, title, {}, 16);
     text += loopgate::format_driver_calls(engine.driver_calls(), 14);
-    std::string out = per_process(env_or("LOOPGATE_CUPTI_OUT", ""));
+    std::string out = per_process(env_or(loopgate::sync_file::kEnvText, ""));
     FILE* f = out.empty() ? stderr : std::fopen(out.c_str(), "a");
     if (f == nullptr) f = stderr;
     std::fputs(text.c_str(), f);
     if (f != stderr) std::fclose(f);
-    std::string json = per_process(env_or("LOOPGATE_CUPTI_JSON", ""));
+    std::string json = per_process(env_or(loopgate::sync_file::kEnvJson, ""));
     if (!json.empty()) {
       std::FILE* j = std::fopen(json.c_str(), "w");
       if (j) {
@@ -407,7 +411,7 @@ struct Injection : loopgate::cupti::Hooks {
         std::fclose(j);
       }
     }
-    std::string csv = per_process(env_or("LOOPGATE_CUPTI_CSV", ""));
+    std::string csv = per_process(env_or(loopgate::sync_file::kEnvCsv, ""));
     if (!csv.empty()) {
       FILE* c = std::fopen(csv.c_str(), "w");
       if (c) {
@@ -442,13 +446,13 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   if (g_injection) return 1;
   // NVTX ranges (regions, iterations, fallback sites) unless LOOPGATE_CUPTI_NVTX=0: then every NVTX call of the
   // program (NCCL's per collective among them) stays the no-op it is without an injection.
-  const bool nvtx = env_or("LOOPGATE_CUPTI_NVTX", "1") != "0";
+  const bool nvtx = env_or(loopgate::sync_file::kEnvNvtx, "1") != "0";
   Dl_info cupti_lib{};  // NVTX's injection: the libcupti this library already loaded
   if (nvtx && dladdr(reinterpret_cast<void*>(&cuptiSubscribe_v2), &cupti_lib) != 0 && cupti_lib.dli_fname)
     setenv("NVTX_INJECTION64_PATH", cupti_lib.dli_fname, /*overwrite=*/0);
   auto* inj = new Injection();  // never freed: callbacks may run during process teardown
-  inj->skip_libs = split_csv(env_or("LOOPGATE_CUPTI_SKIP", ""));
-  for (const std::string& s : split_csv(env_or("LOOPGATE_PY_SKIP", ""))) inj->skip_python.push_back(s);
+  inj->skip_libs = split_csv(env_or(loopgate::sync_file::kEnvSkipLibs, ""));
+  for (const std::string& s : split_csv(env_or(loopgate::sync_file::kEnvSkipPython, ""))) inj->skip_python.push_back(s);
   if (inj->roi.rfind("iters:", 0) == 0) {
     long long a = 0, b = -1;
     if (std::sscanf(inj->roi.c_str() + 6, "%lld-%lld", &a, &b) != 2 || a < 1 || b < a) {
@@ -462,8 +466,8 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   }
   inj->python_note = loopgate::pystack::unavailable_reason();
   inj->engine.set_slow_call_us(loopgate::cupti::slow_call_us_from_env());
-  if (env_or("LOOPGATE_CUPTI_ALL_CALLS", "") != "1")
-    inj->engine.set_counted_calls_only(env_or("LOOPGATE_CUPTI_LAUNCHES", "") == "1");
+  if (env_or(loopgate::sync_file::kEnvAllCalls, "") != "1")
+    inj->engine.set_counted_calls_only(env_or(loopgate::sync_file::kEnvLaunches, "") == "1");
   std::string why;
   if (!inj->engine.start("loopgate-sync-inject", inj, /*want_nvtx=*/nvtx, &why)) {
     std::fprintf(stderr, "loopgate-cupti: cannot count syncs in this process: %s\n", why.c_str());

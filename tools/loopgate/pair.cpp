@@ -23,6 +23,7 @@
 #include "tools/loopgate/compare_rows.h"
 #include "tools/loopgate/paths.h"
 #include "tools/loopgate/process.h"
+#include "trainer/measure/sync_table_file.h"
 #include "tools/loopgate/report.h"
 #include "tools/loopgate/syncs.h"
 #include "tools/loopgate/validate.h"
@@ -186,7 +187,7 @@ Env run_environment(const PairOptions& o, const PairRun& r, const std::string& n
     const char* pythonpath = std::getenv("PYTHONPATH");
     env.emplace_back("PYTHONPATH", fs::absolute(shim_dir(o)).string() +
                                        (pythonpath && *pythonpath ? std::string(":") + pythonpath : ""));
-    env.emplace_back("LOOPGATE_SYNC_ITER_FN", o.iter_fn);
+    env.emplace_back(sync_file::kEnvShimIterFn, o.iter_fn);
   }
   return env;
 }

@@ -23,6 +23,7 @@
 #include "trainer/common/error.h"
 #include "trainer/loop/checkpoint.h"
 #include "trainer/measure/ledger.h"
+#include "trainer/measure/sync_table_file.h"
 
 namespace loopgate {
 namespace {
@@ -88,24 +89,28 @@ void print_sync_table(const Trace& t, int rank, const std::string& arm, const st
   std::printf("%s\n", foot.c_str());
 }
 
-// Rank 0's host reads per site per iteration in the CUPTI counter's table format (loopgate-syncs/1), so
+// Rank 0's host reads per site per iteration in the CUPTI counter's table format (trainer/measure/sync_table_file.h), so
 // `loopgate syncs --diff` and `loopgate pair` read a CPU run's ledger as they read a GPU run's counter.
 nlohmann::json syncs_table(const Trace& t, int rank) {
-  nlohmann::json iterations = nlohmann::json::array();
-  std::map<std::string, nlohmann::json> per_site;
+  sync_file::ProcessTable out;
+  out.pid = static_cast<int64_t>(getpid());
+  out.region = "every iteration";
+  out.python = "none (loopgate run)";
+  std::map<std::string, sync_file::SiteRow> per_site;
   for (int64_t it : t.iterations()) {
     const IterationRecord* r = t.find(it, rank);
     if (!r) continue;
-    iterations.push_back(it);
+    out.iterations.push_back(it);
     for (const auto& [site, n] : r->reads_per_site)
-      if (n > 0) per_site[site][std::to_string(it)] = n;
+      if (n > 0) per_site[site].per_iteration[it] = n;
   }
-  nlohmann::json sites = nlohmann::json::array();
-  for (auto& [site, counts] : per_site)
-    sites.push_back({{"site", site}, {"kind", "ledger host read"}, {"per_iteration", counts}});
-  return {{"format", "loopgate-syncs/1"}, {"pid", static_cast<int64_t>(getpid())}, {"region", "every iteration"},
-          {"iterations_seen", iterations.size()}, {"iterations", iterations}, {"python", "none (loopgate run)"},
-          {"sites", sites}};
+  out.iterations_seen = static_cast<int64_t>(out.iterations.size());
+  for (auto& [site, row] : per_site) {
+    row.site = site;
+    row.kind = "ledger host read";
+    out.sites.push_back(std::move(row));
+  }
+  return sync_file::to_json(out);
 }
 
 // The resolved run, as Megatron prints its arguments before training (`loopgate pair` compares the blocks).

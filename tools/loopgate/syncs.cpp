@@ -15,6 +15,7 @@
 
 #include "tools/loopgate/paths.h"
 #include "tools/loopgate/process.h"
+#include "trainer/measure/sync_table_file.h"
 #include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
 
@@ -30,17 +31,12 @@ std::vector<nlohmann::json> processes_of(const nlohmann::json& j, const std::str
   if (j.is_object() && j.contains("processes") && j["processes"].is_array())
     procs.assign(j["processes"].begin(), j["processes"].end());
   else
-    LG_INPUT_CHECK(j.is_object() && j.value("format", "") == "loopgate-syncs/1",
-                   "{}: not a loopgate syncs table (no \"format\": \"loopgate-syncs/1\" or \"processes\")", name);
+    LG_INPUT_CHECK(j.is_object() && j.value("format", "") == sync_file::kFormat,
+                   "{}: not a loopgate syncs table (no \"format\": \"{}\" or \"processes\")", name, sync_file::kFormat);
   if (procs.empty()) procs.push_back(j);
   for (const nlohmann::json& p : procs) {
-    LG_INPUT_CHECK(p.is_object() && p.contains("sites") && p["sites"].is_array(), "{}: a process table without \"sites\"",
-                   name);
-    for (const nlohmann::json& s : p["sites"])
-      LG_INPUT_CHECK(s.is_object() && s.value("site", nlohmann::json()).is_string() &&
-                         s.value("kind", nlohmann::json()).is_string() && s.contains("per_iteration") &&
-                         s["per_iteration"].is_object(),
-                     "{}: a site row without its \"site\", \"kind\" and \"per_iteration\" object", name);
+    const std::string problem = sync_file::table_problem(p);
+    LG_INPUT_CHECK(problem.empty(), "{}: {}", name, problem);
   }
   return procs;
 }
@@ -184,12 +180,13 @@ std::vector<std::pair<std::string, std::string>> counter_environment(const Syncs
   const std::string shim = fs::path(o.inject_lib).parent_path().string() + "/loopgate_pyshim";
   const std::string lib = fs::absolute(o.inject_lib).string();
   std::vector<std::pair<std::string, std::string>> env = {
-      {"CUDA_INJECTION64_PATH", lib}, {"LOOPGATE_SYNC_LIB", lib}, {"LOOPGATE_SYNC_ITER_FN", o.iter_fn},
-      {"LOOPGATE_CUPTI_JSON", dir + "/syncs.%p.json"}, {"LOOPGATE_CUPTI_OUT", dir + "/syncs.%p.txt"}};
-  if (!o.iters.empty()) env.emplace_back("LOOPGATE_CUPTI_ROI", "iters:" + o.iters);
-  if (o.launches) env.emplace_back("LOOPGATE_CUPTI_LAUNCHES", "1");
-  if (o.overhead_ab) env.emplace_back("LOOPGATE_CUPTI_AB", "1");
-  env.emplace_back("LOOPGATE_CUPTI_NVTX", o.nvtx ? "1" : "0");
+      {sync_file::kEnvInjection, lib},          {sync_file::kEnvShimLib, lib},
+      {sync_file::kEnvShimIterFn, o.iter_fn},   {sync_file::kEnvJson, dir + "/syncs.%p.json"},
+      {sync_file::kEnvText, dir + "/syncs.%p.txt"}};
+  if (!o.iters.empty()) env.emplace_back(sync_file::kEnvRoi, "iters:" + o.iters);
+  if (o.launches) env.emplace_back(sync_file::kEnvLaunches, "1");
+  if (o.overhead_ab) env.emplace_back(sync_file::kEnvOverheadAb, "1");
+  env.emplace_back(sync_file::kEnvNvtx, o.nvtx ? "1" : "0");
   const char* pythonpath = std::getenv("PYTHONPATH");
   env.emplace_back("PYTHONPATH",
                    fs::absolute(shim).string() + (pythonpath && *pythonpath ? std::string(":") + pythonpath : ""));
@@ -294,7 +291,7 @@ int cmd_syncs(const SyncsOptions& opts) {
     return 0;
   }
   int rc = 0;
-  nlohmann::json merged = {{"format", "loopgate-syncs-merged/1"}, {"processes", nlohmann::json::array()}};
+  nlohmann::json merged = {{"format", sync_file::kMergedFormat}, {"processes", nlohmann::json::array()}};
   if (!o.table.empty()) {
     for (nlohmann::json& t : processes_of(read_json_file("--table", o.table), o.table))
       merged["processes"].push_back(std::move(t));

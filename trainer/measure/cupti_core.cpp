@@ -3,6 +3,7 @@
 // synchronize calls block; synchronous memcpys with a host side return only when done; async memcpys block
 // when the host side is pageable; D2D copies do not block the host.
 #include "trainer/measure/cupti_core.h"
+#include "trainer/measure/sync_table_file.h"
 
 
 #include <algorithm>
@@ -209,7 +210,7 @@ LaunchKind launch_kind(CUpti_CallbackId cbid) {
 }
 
 double slow_call_us_from_env() {
-  const char* v = std::getenv("LOOPGATE_CUPTI_SLOW_US");
+  const char* v = std::getenv(sync_file::kEnvSlowUs);
   if (v == nullptr || *v == '\0') return 500.0;
   return std::atof(v);
 }
