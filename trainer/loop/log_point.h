@@ -64,6 +64,23 @@ struct LogWindow {
   std::vector<WindowStep> steps;
 };
 
+// A window's step counts since the last log point: the one set the three families keep on the host (the
+// checkpoint carries them in LogWindow).
+struct WindowCounts {
+  int64_t advanced = 0, skipped = 0, nan = 0;
+  void restore(const LogWindow& w) {
+    advanced = w.advanced;
+    skipped = w.skipped;
+    nan = w.nan;
+  }
+  void into(LogWindow& w) const {
+    w.advanced = advanced;
+    w.skipped = skipped;
+    w.nan = nan;
+  }
+  void clear() { *this = WindowCounts{}; }
+};
+
 // The window's records learn their steps' outcomes: the last records of `records`, and `rec`, this log point's own
 // (not yet among them).
 void backfill_window(std::vector<IterationRecord>& records, IterationRecord& rec,

@@ -60,7 +60,7 @@ class OnDeviceProtocol final : public ProtocolBase, public Replayable {
   int64_t slot_base_ = 0;     // 0-based iteration whose code is in slot 0 (the first after the last log point)
   int64_t issued_base_ = 0;   // slot_base_ of the codes the issued read holds
   int64_t window_begin_ = 0;  // 0-based first iteration whose code the host has not read (a save reads some)
-  int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
+  WindowCounts counts_;
   bool loss_here_ = false;              // this rank holds the loss (the last stage): its sum is the window's
   std::optional<LateAbort> due_abort_;  // an abort a save's read found, due at the next log point
 };
@@ -83,9 +83,7 @@ void OnDeviceProtocol::begin_segment(const SegmentStart& start) {
   // A run loaded from a save between log points continues the window the save read (checkpoint.h).
   const LogWindow& w = start.window;
   total_loss_ = at::full({1}, w.loss_sum, on_run_device(at::kFloat));
-  advanced_ = w.advanced;
-  skipped_ = w.skipped;
-  nan_ = w.nan;
+  counts_.restore(w);
   if (w.abort_at > 0) {  // every later step stays masked, as in the run that saved
     due_abort_ = LateAbort{w.abort_at, w.abort_code};
     aborted_.fill_(1.0);
@@ -151,8 +149,8 @@ void OnDeviceProtocol::read_window(std::map<std::string, double>& v, int64_t slo
     const bool skipped = code >= 0.5;
     code -= skipped ? 0.5 : 0.0;
     out.window.push_back({skipped, fault ? (abort_outcome() ? "abort" : "skip_step") : nullptr});
-    skipped ? ++skipped_ : ++advanced_;
-    if (skipped && code >= 0.25) ++nan_;  // a skipped iteration whose loss is not finite (Megatron's NaN probe)
+    skipped ? ++counts_.skipped : ++counts_.advanced;
+    if (skipped && code >= 0.25) ++counts_.nan;  // a skipped iteration whose loss is not finite (Megatron's NaN probe)
     if (fault && abort_outcome() && !out.abort && !due_abort_) {  // Megatron's exit code, on every rank (world-wide)
       const int code_out = c_.config.rerun.mode == RerunMode::kDisabled ? kExitCodeUncaughtError
                                                                         : c_.config.rerun.abort_exit_code;
@@ -207,11 +205,9 @@ LogWindow OnDeviceProtocol::open_window(int64_t done) {
   read_window(v, slot_base_, done, window);
   if (window.abort) due_abort_ = window.abort;
   LogWindow w;
-  w.has_loss = loss_here_ && advanced_ > 0;
+  w.has_loss = loss_here_ && counts_.advanced > 0;
   w.loss_sum = static_cast<float>(read.front());
-  w.advanced = advanced_;
-  w.skipped = skipped_;
-  w.nan = nan_;
+  counts_.into(w);
   if (due_abort_) {
     w.abort_at = due_abort_->fault_iteration;
     w.abort_code = due_abort_->exit_code;
@@ -229,7 +225,7 @@ LogOutputs OnDeviceProtocol::land_log_read(const LogInputs& in) {
   LogOutputs window;
   read_window(v, issued_base_, in.iteration, window);
   if (due_abort_) window.abort = std::exchange(due_abort_, std::nullopt);
-  const double advanced = static_cast<double>(advanced_);
+  const double advanced = static_cast<double>(counts_.advanced);
   const bool has_loss = advanced > 0 && in.loss.defined();  // the loss lives on the last stage, as the baseline's
   LogValues values;
   values.lm_loss = has_loss ? v["loss_total"] / std::max(1.0, advanced) : NAN;
@@ -239,14 +235,14 @@ LogOutputs OnDeviceProtocol::land_log_read(const LogInputs& in) {
   values.num_zeros = v.count("num_zeros") ? as_reduce_max_stat(v["num_zeros"]) : NAN;
   values.params_norm = v.count("params_norm") ? v["params_norm"] : NAN;
   values.elapsed_ms_per_iteration = timers_.elapsed_ms_per_iteration(v);
-  values.skipped = skipped_;
-  values.nan = nan_;
+  values.skipped = counts_.skipped;
+  values.nan = counts_.nan;
   // An abort ends the run here, before this line, as Megatron exits before it logs the fault's iteration.
   LogOutputs out = log_point_outputs(c_, in, values, timers_, /*print=*/!window.abort);
   out.window = std::move(window.window);
   out.abort = window.abort;
   if (v.count("exit")) out.exit_vote = v["exit"] != 0.0;
-  if (in.iteration != 1) advanced_ = skipped_ = nan_ = 0;  // the host's window counters, as the device's
+  if (in.iteration != 1) counts_.clear();  // the host's window counters, as the device's
   return out;
 }
 

@@ -67,12 +67,14 @@ class OneReadProtocol final : public ProtocolBase {
                    "only an arm that reads nothing between log points carries to its next log point", w.abort_at);
     has_total_loss_ = w.has_loss;
     total_loss_ = w.loss_sum;
-    advanced_ = w.advanced;
-    skipped_ = w.skipped;
-    nan_ = w.nan;
+    counts_.restore(w);
   }
   // Everything the window holds was read with its iterations.
-  LogWindow open_window(int64_t) override { return {has_total_loss_, total_loss_, advanced_, skipped_, nan_}; }
+  LogWindow open_window(int64_t) override {
+    LogWindow w{has_total_loss_, total_loss_};
+    counts_.into(w);
+    return w;
+  }
 
  private:
   double read(const char* key) const {
@@ -86,38 +88,38 @@ class OneReadProtocol final : public ProtocolBase {
   std::map<std::string, double> read_;  // this iteration's one read
   float total_loss_ = 0;  // the baseline's fp32 loss sum, accumulated on the host from the reads
   bool has_total_loss_ = false;
-  int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
+  WindowCounts counts_;
 };
 
 LogOutputs OneReadProtocol::training_log(const LogInputs& in) {
   const bool reset = in.iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
   if (!in.skipped) {
-    ++advanced_;
+    ++counts_.advanced;
     if (in.loss.defined()) {
       total_loss_ = total_loss_ + static_cast<float>(read_.at("loss"));  // the same fp32 add
       has_total_loss_ = true;
     }
   } else {
-    ++skipped_;
-    if (in.loss.defined()) nan_ += std::isfinite(read_.at("loss")) ? 0 : 1;  // the skipped-iteration NaN probe
+    ++counts_.skipped;
+    if (in.loss.defined()) counts_.nan += std::isfinite(read_.at("loss")) ? 0 : 1;  // the skipped-iteration NaN probe
   }
   if (!in.log_point) return {};
 
   LogValues v;
-  if (has_total_loss_) v.lm_loss = total_loss_ / static_cast<double>(std::max<int64_t>(1, advanced_));
+  if (has_total_loss_) v.lm_loss = total_loss_ / static_cast<double>(std::max<int64_t>(1, counts_.advanced));
   v.learning_rate = static_cast<float>(in.learning_rate);  // rounded as reduce_max_stat's float32 tensor rounds it
   v.loss_scale = read_.at("loss_scale");
   v.grad_norm = read("grad_norm");
   v.num_zeros = read_.count("num_zeros") ? as_reduce_max_stat(read_.at("num_zeros")) : NAN;
   v.params_norm = read("params_norm");
   v.elapsed_ms_per_iteration = timers_.elapsed_ms_per_iteration(read_);
-  v.skipped = skipped_;
-  v.nan = nan_;
+  v.skipped = counts_.skipped;
+  v.nan = counts_.nan;
   LogOutputs out = log_point_outputs(c_, in, v, timers_);
   out.exit_vote = read_.count("exit") && read_.at("exit") != 0.0;
   if (reset) {
     total_loss_ = 0.0f;
-    advanced_ = skipped_ = nan_ = 0;
+    counts_.clear();
     has_total_loss_ = false;
   }
   return out;

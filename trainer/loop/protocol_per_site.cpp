@@ -42,17 +42,19 @@ class PerSiteProtocol final : public ProtocolBase {
                    "only an arm that reads nothing between log points carries to its next log point", w.abort_at);
     has_total_loss_ = w.has_loss;
     if (w.has_loss) total_loss_ = at::full({1}, w.loss_sum, on_run_device(at::kFloat));
-    advanced_ = w.advanced;
-    skipped_ = w.skipped;
+    counts_.restore(w);
     // Deferred, the window's NaN count is this rank's until the log point's read reduces it over the world.
-    nan_ = eager_stats() ? w.nan : 0;
-    if (!eager_stats()) nan_count_.fill_(static_cast<double>(w.nan));
+    if (!eager_stats()) {
+      counts_.nan = 0;
+      nan_count_.fill_(static_cast<double>(w.nan));
+    }
   }
 
   // The loss sum and, deferred, the skipped iterations' NaN count not yet read (this rank's): one read.
   LogWindow open_window(int64_t) override {
-    LogWindow w{has_total_loss_, 0.0f, advanced_, skipped_, nan_};
-    const bool nan_unread = !eager_stats() && skipped_ > 0;
+    LogWindow w{has_total_loss_, 0.0f};
+    counts_.into(w);
+    const bool nan_unread = !eager_stats() && counts_.skipped > 0;
     std::vector<at::Tensor> unread;
     if (has_total_loss_) unread.push_back(total_loss_.reshape({1}));
     if (nan_unread) unread.push_back(nan_count_.reshape({1}));
@@ -78,7 +80,7 @@ class PerSiteProtocol final : public ProtocolBase {
   // Megatron's total_loss_dict: the loss sum on the device, the iteration counters on the host.
   at::Tensor total_loss_;
   bool has_total_loss_ = false;
-  int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
+  WindowCounts counts_;
   // Stats the baseline reads every iteration, log point or not (eager sites); the last ones read.
   double grad_norm_ = NAN, num_zeros_ = NAN, loss_scale_ = NAN, params_norm_ = NAN, lr_ = NAN;
 };
@@ -88,7 +90,7 @@ class PerSiteProtocol final : public ProtocolBase {
 void PerSiteProtocol::accumulate(const LogInputs& in) {
   ScopedSite scope(site_name(Site::kLossAccumSeed));
   if (!in.skipped) {
-    ++advanced_;
+    ++counts_.advanced;
     if (in.loss.defined()) {  // Megatron builds the seed every iteration (a dict.get default)
       const at::Tensor seed = eager_scalars() ? loss_seed() : zero_;
       total_loss_ = (has_total_loss_ ? total_loss_ : seed) + in.loss;
@@ -96,10 +98,10 @@ void PerSiteProtocol::accumulate(const LogInputs& in) {
     }
     return;
   }
-  ++skipped_;
+  ++counts_.skipped;
   if (!in.loss.defined()) return;
   if (eager_stats()) {
-    nan_ += std::isfinite(c_.read_scalar(Site::kLossReport, in.loss)) ? 0 : 1;
+    counts_.nan += std::isfinite(c_.read_scalar(Site::kLossReport, in.loss)) ? 0 : 1;
   } else {
     nan_count_.add_(RerunStateMachine::nonfinite(in.loss).to(at::kFloat).reshape({1}));
   }
@@ -116,7 +118,7 @@ std::map<std::string, double> PerSiteProtocol::read_log_point(const LogInputs& i
     bundle.add("loss_scale", in.loss_scale);
     has_total_loss_ ? bundle.add("loss_total", total_loss_) : bundle.add_absent("loss_total");
     // Only skipped iterations probe their loss; with none since the last log point the count is 0, unread.
-    if (skipped_ > 0) bundle.add("nan_count", nan_count_);
+    if (counts_.skipped > 0) bundle.add("nan_count", nan_count_);
   }
   // The LR rides the read as the same float32 that reduce_max_stat would have made of it.
   if (!eager_scalars()) bundle.add_host("lr", static_cast<float>(lr_));
@@ -136,8 +138,8 @@ std::map<std::string, double> PerSiteProtocol::read_log_point(const LogInputs& i
     num_zeros_ = v.count("num_zeros") ? as_reduce_max_stat(v["num_zeros"]) : NAN;
     params_norm_ = v.count("params_norm") ? v["params_norm"] : NAN;
     loss_scale_ = v["loss_scale"];
-    if (skipped_ > 0) {
-      nan_ += static_cast<int64_t>(v["nan_count"]);
+    if (counts_.skipped > 0) {
+      counts_.nan += static_cast<int64_t>(v["nan_count"]);
       nan_count_.zero_();
     }
     grad_norm_ = v["grad_norm"];
@@ -174,7 +176,7 @@ LogOutputs PerSiteProtocol::training_log(const LogInputs& in) {
   LogValues values;
   if (has_total_loss_) {
     const double total = eager_stats() ? c_.read_scalar(Site::kLossReport, total_loss_) : v["loss_total"];
-    values.lm_loss = total / static_cast<double>(std::max<int64_t>(1, advanced_));
+    values.lm_loss = total / static_cast<double>(std::max<int64_t>(1, counts_.advanced));
     if (reset) total_loss_ = loss_seed();  // Megatron reseeds the accumulator
   }
   values.learning_rate = lr_;
@@ -183,12 +185,12 @@ LogOutputs PerSiteProtocol::training_log(const LogInputs& in) {
   values.num_zeros = num_zeros_;
   values.params_norm = params_norm_;
   values.elapsed_ms_per_iteration = timers_.elapsed_ms_per_iteration(v);
-  values.skipped = skipped_;
-  values.nan = nan_;
+  values.skipped = counts_.skipped;
+  values.nan = counts_.nan;
   LogOutputs out = log_point_outputs(c_, in, values, timers_);
   out.exit_vote = read.exit_vote;
   if (reset) {
-    advanced_ = skipped_ = nan_ = 0;
+    counts_.clear();
     has_total_loss_ = false;
   }
   return out;
