@@ -64,19 +64,4 @@ void record_log_point(IterationRecord& rec, const LogOutputs& log) {
   rec.timer_window_last = log.timer_window.last;
 }
 
-void backfill_window(std::vector<IterationRecord>& records, IterationRecord& rec,
-                     const std::vector<WindowStep>& window) {
-  if (window.empty()) return;
-  const int64_t first = rec.iteration - static_cast<int64_t>(window.size());  // the iteration before the window
-  std::vector<IterationRecord*> in_window;
-  for (auto it = records.rbegin(); it != records.rend(); ++it)
-    if (it->iteration > first) in_window.insert(in_window.begin(), &*it);
-  in_window.push_back(&rec);
-  for (IterationRecord* r : in_window) {
-    const WindowStep& step = window.at(static_cast<size_t>(r->iteration - first - 1));
-    r->skipped = step.skipped;
-    if (step.verdict) r->fault_verdicts.push_back({r->iteration, VerdictPhase::kBeforeStep, step.verdict});
-  }
-}
-
 }  // namespace loopgate

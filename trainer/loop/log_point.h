@@ -81,11 +81,6 @@ struct WindowCounts {
   void clear() { *this = WindowCounts{}; }
 };
 
-// The window's records learn their steps' outcomes: the last records of `records`, and `rec`, this log point's own
-// (not yet among them).
-void backfill_window(std::vector<IterationRecord>& records, IterationRecord& rec,
-                     const std::vector<WindowStep>& window);
-
 // The line (on the last rank, unless `print` is false) and the outputs; takes the timers' report since the
 // previous log point.
 LogOutputs log_point_outputs(const SiteContext& c, const LogInputs& in, const LogValues& v, LoopTimers& timers,

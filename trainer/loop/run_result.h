@@ -13,7 +13,8 @@
 
 namespace loopgate {
 
-struct RunResult {
+class RunResult {
+ public:
   Trace trace;                     // this rank's records
   int exit_code = 0;               // 0, or the rerun machine's abort code
   int64_t iterations_done = 0;
@@ -32,17 +33,25 @@ struct RunResult {
   // --async-emulation: asynchronous reads issued into their buffer before the last copy landed (async_copy.h).
   int64_t async_races = 0;
 
-  // How an iteration lands here. One that ran to its end: its log point's values and line (handed to `print` at
-  // once, as Megatron prints it, where there is one), then the Trace.
-  void add_iteration(const IterationRecord& rec, const LogOutputs& log, bool log_point,
+  // How an iteration lands here. Its record stays open while the host may still learn its step's outcome (the
+  // on-device family learns it only at the next log point or save). A log point closes every open record: the
+  // window's outcomes applied, a due abort taken (no line then, as Megatron exits before it logs), the records
+  // committed to the Trace with the log point's values, and its line handed to `print` at once, as Megatron prints it.
+  void add_iteration(IterationRecord rec, const LogOutputs& log, bool log_point,
                      const std::function<void(const std::string&)>& print);
+  // A save between log points read the open records' outcomes so far (`steps`, oldest first): they close.
+  void close(const std::vector<WindowStep>& steps);
   // One the rerun machine aborted before its step: Megatron's exit code, no line.
   void add_abort(IterationRecord rec, int exit_code);
-  // The outcomes of the last records' steps, learned at a save between log points (where only the device knew them).
-  void learn_window(const std::vector<WindowStep>& steps);
-  // An abort the host learned only at this log point, after its fault's iteration: the parameters are as before
-  // the fault's step (every step since ran masked); no line, as Megatron exits before it logs.
-  void add_late_abort(const IterationRecord& rec, const LateAbort& abort);
+  // The run ends: records still open (after the last log point) commit as they stand.
+  void finish();
+
+ private:
+  // The window's outcomes, oldest first, are the last open records' (by iteration).
+  void learn(const std::vector<WindowStep>& steps);
+  void commit();
+
+  std::vector<IterationRecord> open_;  // iterations since the last close, oldest first
 };
 
 }  // namespace loopgate

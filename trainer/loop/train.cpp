@@ -149,7 +149,7 @@ void save(Loop& L, int64_t done) {
   ScopedSite site("checkpoint");
   catch_up_scheduler(L);
   const LogWindow window = L.seg.protocol->open_window(done);
-  L.result.learn_window(window.steps);
+  L.result.close(window.steps);  // the records since the last log point learn their steps' outcomes
   L.seg.protocol->timers().time_save([&] {
     save_train_state(L.cfg, L.rank, L.groups.world->size(), train_state(L), window, L.ledger, L.seg.arm->mutated());
   });
@@ -321,20 +321,21 @@ void setup(Loop& L) {
   L.result.trace.world = L.groups.world->size();
 }
 
-// What follows training_log: a window's outcomes learned here (or its abort), the exit vote (Megatron's
-// checkpoint_and_decide_exit saves first, with --save), the Trace. False when the run ends here.
+// What follows training_log: the exit vote (Megatron's checkpoint_and_decide_exit saves first, with --save), the
+// record into the result (a log point closes the records its window's outcomes, or its abort, were pending for).
+// False when the run ends here.
 bool after_training_log(Loop& L, IterationRecord& rec, const LogOutputs& log, bool log_point) {
-  backfill_window(L.result.trace.records, rec, log.window);
   if (!log.abort) {
     rec.exit_decision = L.seg.protocol->exit_vote(rec.iteration, log_point, log);
     rec.consumed_samples = L.consumed_samples;
   }
   L.instruments.note(rec, rec.iteration - 1, L.groups);
-  if (log.abort) L.result.add_late_abort(rec, *log.abort);
-  if (!log.abort) L.result.add_iteration(rec, log, log_point, L.cfg.print_log_line);
-  if (rec.exit_decision && !L.cfg.save_dir.empty()) save(L, rec.iteration);
-  L.result.exited_on_duration = rec.exit_decision;
-  L.ended = log.abort || rec.exit_decision;
+  const int64_t done = rec.iteration;
+  const bool exit_decision = rec.exit_decision;
+  L.result.add_iteration(std::move(rec), log, log_point, L.cfg.print_log_line);
+  if (exit_decision && !L.cfg.save_dir.empty()) save(L, done);
+  L.result.exited_on_duration = exit_decision;
+  L.ended = log.abort || exit_decision;
   return !L.ended;
 }
 
@@ -431,6 +432,7 @@ int64_t TrainSession::iterations_done() const { return impl_->L.next_iteration; 
 RunResult TrainSession::finish() {
   Loop& L = impl_->L;
   if (!impl_->captured_stop) L.result.timers.append(L.seg.protocol->finish());  // the last arm's timers, drained
+  L.result.finish();  // records still open after the last log point commit as they stand
   L.result.final_param_checksum = L.instruments.checksum(L.stage.params);
   L.result.capture = L.instruments.capture_verdict();
   L.instruments.attach_digests(L.result.trace, L.stage.coord);
