@@ -10,7 +10,7 @@
 // fixture: the clean run (the other checks' uninterrupted run, log interval 1) saved halfway, by the arm and by the
 // baseline for every arm; under --cuda-graph iteration (its CPU stand-in), where the new run captures again (not on
 // dp64), at a log point and between log points. On single, at log interval 2: a log point; between log points
-// (every family's log window rides the checkpoint, LogWindow); right after a skipped NaN step, between log points
+// (every family's log window rides the checkpoint, SavedWindow); right after a skipped NaN step, between log points
 // (the skip pending in the window: on zerosync a verdict only the device banked); between log points in a window
 // that holds an advanced step and then a skipped one (log interval 3); inside the LR warmup; inside WSD's
 // anneal; inside the fp16 scaler's hysteresis and its growth interval. On tp2sp and pp2: between log points right

@@ -118,7 +118,7 @@ Checkpoint checkpoint_with_window() {
 TEST(Checkpoint, TheLogWindowLoadsBackAsSaved) {
   CheckpointFolder dir;
   save_checkpoint(dir.path, 0, 1, checkpoint_with_window());
-  const LogWindow w = load_checkpoint(dir.path, 0, 1).window;
+  const SavedWindow w = load_checkpoint(dir.path, 0, 1).window;
   EXPECT_TRUE(w.has_loss);
   EXPECT_EQ(w.loss_sum, 21.828125f);
   EXPECT_EQ(w.advanced, 3 + wrong());

@@ -10,7 +10,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <filesystem>
 #include <fstream>
@@ -127,39 +126,6 @@ std::string checkpoint_iteration_dir(const std::string& dir, int64_t iteration) 
   return fmt::format("{}/iter_{:07d}", dir, iteration);
 }
 
-namespace {
-
-// The log window's numbers, by key (the loss sum as its float's bits); a file without them holds an empty window.
-std::vector<std::pair<std::string, int64_t>> window_numbers(const LogWindow& w) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &w.loss_sum, sizeof bits);
-  return {{"loopgate.window.has_loss", w.has_loss}, {"loopgate.window.loss_sum_bits", bits},
-          {"loopgate.window.advanced", w.advanced}, {"loopgate.window.skipped", w.skipped},
-          {"loopgate.window.nan", w.nan},           {"loopgate.window.abort_at", w.abort_at},
-          {"loopgate.window.abort_code", w.abort_code}};
-}
-LogWindow window_of(const std::map<std::string, int64_t>& n) {
-  LogWindow w;
-  const auto at = [&n](const char* key) { return n.count(key) ? n.at(key) : 0; };
-  w.has_loss = at("loopgate.window.has_loss") != 0;
-  const auto bits = static_cast<uint32_t>(at("loopgate.window.loss_sum_bits"));
-  std::memcpy(&w.loss_sum, &bits, sizeof bits);
-  w.advanced = at("loopgate.window.advanced");
-  w.skipped = at("loopgate.window.skipped");
-  w.nan = at("loopgate.window.nan");
-  w.abort_at = at("loopgate.window.abort_at");
-  w.abort_code = static_cast<int>(at("loopgate.window.abort_code"));
-  return w;
-}
-// Mixed into the file's checksum: 0 for an empty window, so files saved before the window still load.
-uint64_t window_hash(const LogWindow& w) {
-  uint64_t h = 0;
-  for (const auto& [key, v] : window_numbers(w)) h = h * 1099511628211ULL + static_cast<uint64_t>(v);
-  return h;
-}
-
-}  // namespace
-
 void save_checkpoint(const std::string& dir, int rank, int world, const Checkpoint& c) {
   const std::string folder = checkpoint_iteration_dir(dir, c.iteration);
   std::error_code ec;
@@ -265,7 +231,7 @@ Checkpoint load_checkpoint(const std::string& dir, int rank, int world) {
   return c;
 }
 
-void save_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const LogWindow& window,
+void save_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const SavedWindow& window,
                       Ledger& ledger, const Mutation& m) {
   Checkpoint c;
   c.window = window;
@@ -282,7 +248,7 @@ void save_train_state(const RunConfig& cfg, int rank, int world, const TrainStat
   save_checkpoint(cfg.save_dir, rank, world, c);
 }
 
-LogWindow load_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const Mutation& m) {
+SavedWindow load_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const Mutation& m) {
   const std::string& dir = cfg.load_dir;
   Checkpoint c = load_checkpoint(dir, rank, world);
   check_checkpoint_args(dir, c, cfg, world);

@@ -13,7 +13,7 @@
 
 #include "trainer/capture/capture.h"
 #include "trainer/loop/config.h"
-#include "trainer/loop/log_point.h"
+#include "trainer/loop/log_window.h"
 #include "trainer/model/param.h"
 
 namespace loopgate {
@@ -32,7 +32,7 @@ struct Checkpoint {
   int64_t scheduler_steps = 0;   // OptimizerParamScheduler::num_steps: samples of the successful steps
   std::vector<std::pair<std::string, at::Tensor>> tensors;  // host tensors, in the order saved
   std::vector<std::pair<std::string, int64_t>> args;  // the model and layout it was saved with (checkpoint_args)
-  LogWindow window;  // the log window at the save (empty at a log point): two tensors of the file, loopgate.window.*
+  SavedWindow window;  // the log window at the save (empty at a log point): two tensors of the file, loopgate.window.*
 };
 
 // What a checkpoint must agree on with the run that loads it, by flag name (Megatron's check_checkpoint_args):
@@ -50,7 +50,7 @@ bool exits_at(const RunConfig& c, int64_t done);
 bool checkpoint_and_decide_exit(const RunConfig& c, int64_t done, const std::function<void()>& save);
 
 // Saves fall after iteration 1, at any iteration: between log points the save holds the log window so far (any
-// family's, LogWindow), so the next line after a load is the line the run would have printed. InputError, naming the
+// family's, SavedWindow), so the next line after a load is the line the run would have printed. InputError, naming the
 // flag, for a --save-interval or --exit-interval (with --save) of 1.
 void check_save_intervals(const RunConfig& c);
 
@@ -84,11 +84,11 @@ struct TrainState {
 
 // Megatron's save_checkpoint into --save: the state read to the host, handed through `m` (Mutation::saving), then
 // this rank's file and, once every rank's is in place, the tracker. Collective over the world.
-void save_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const LogWindow& window,
+void save_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const SavedWindow& window,
                       Ledger& ledger, const Mutation& m);
 // Megatron's load_checkpoint from --load: the file read and checked, handed through `m` (Mutation::loaded), then
 // written into `s` in place and the scheduler stepped by its saved steps, as its load_state_dict does. InputError,
 // naming the file or the flag, for a checkpoint this run cannot continue. Returns the log window it continues.
-LogWindow load_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const Mutation& m);
+SavedWindow load_train_state(const RunConfig& cfg, int rank, int world, const TrainState& s, const Mutation& m);
 
 }  // namespace loopgate

@@ -10,23 +10,12 @@
 
 #include "trainer/timers/timers.h"
 #include "trainer/loop/config.h"
+#include "trainer/loop/log_window.h"
 #include "trainer/loop/loop_timers.h"
 #include "trainer/loop/sites.h"
 #include "trainer/loop/trace.h"
 
 namespace loopgate {
-
-// A step whose outcome the host learns only at the next log point (the on-device family).
-struct WindowStep {
-  bool skipped = false;
-  const char* verdict = nullptr;  // the rerun verdict the vote found there ("abort", "skip_step"); null: none
-};
-
-// An abort the host learns at a log point after its fault's iteration (every step since ran masked).
-struct LateAbort {
-  int64_t fault_iteration = 0;  // 1-based
-  int exit_code = 0;
-};
 
 // The values a log point read, however its family read them: from the protocols to the record, copied once.
 struct LogValues {
@@ -46,39 +35,6 @@ struct LogOutputs {
   // point, oldest first (empty elsewhere); and an abort that is due.
   std::vector<WindowStep> window;
   std::optional<LateAbort> abort;
-};
-
-// A log window as a save finds it between log points, the same for every family: what the next line averages and
-// counts since the last log point, so that a run loaded from the save continues it (checkpoint.h), whichever family
-// saved and whichever loads.
-struct LogWindow {
-  bool has_loss = false;  // an advanced iteration's loss is in the sum (on the rank that holds the loss)
-  float loss_sum = 0.0f;  // the advanced iterations' fp32 loss sum, as Megatron's total_loss_dict holds it
-  int64_t advanced = 0, skipped = 0, nan = 0;
-  // An abort the on-device family found in the window, due at its next log point: the fault's 1-based iteration
-  // and exit code (0: none). Only that family can carry it to the next log point.
-  int64_t abort_at = 0;
-  int abort_code = 0;
-  // The outcomes of the window's steps that only the save's read taught the host (the on-device family), oldest
-  // first: for the saving run's records; not saved.
-  std::vector<WindowStep> steps;
-};
-
-// A window's step counts since the last log point: the one set the three families keep on the host (the
-// checkpoint carries them in LogWindow).
-struct WindowCounts {
-  int64_t advanced = 0, skipped = 0, nan = 0;
-  void restore(const LogWindow& w) {
-    advanced = w.advanced;
-    skipped = w.skipped;
-    nan = w.nan;
-  }
-  void into(LogWindow& w) const {
-    w.advanced = advanced;
-    w.skipped = skipped;
-    w.nan = nan;
-  }
-  void clear() { *this = WindowCounts{}; }
 };
 
 // The line (on the last rank, unless `print` is false) and the outputs; takes the timers' report since the

@@ -34,6 +34,10 @@ std::unique_ptr<AsyncRead> ProtocolBase::make_log_read(Site site) const {
       make_async_read(c_.ledger, site, m.copy_stream(make_copy_stream(c_.ledger, site, r.async_emulation, r.stress, c_.rank))));
 }
 
+void ProtocolBase::begin_segment(const SegmentStart& start) {
+  window_.begin(start.window, /*carries_abort=*/replayable() != nullptr);
+}
+
 bool ProtocolBase::exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) {
   return exit_.vote(iteration, log_point, log.exit_vote);
 }

@@ -34,7 +34,7 @@ struct SegmentStart {
   int64_t samples_per_step = 0;
   int64_t next_iteration = 0;
   int64_t train_iters = 0;
-  LogWindow window;  // the log window a run loaded from a save continues (empty: a window begins here)
+  SavedWindow window;  // the log window a run loaded from a save continues (empty: a window begins here)
 };
 
 // The LR optimizer.step uses after k successful steps, k = 0..train_iters, as the float the step multiplies by,
@@ -107,7 +107,7 @@ class LoopProtocol {
   virtual std::optional<int64_t> end_segment() = 0;
   // A save after 1-based iteration `done`: the log window so far, read where the device holds it (one read); the
   // window goes on as it was.
-  virtual LogWindow open_window(int64_t done) = 0;
+  virtual SavedWindow open_window(int64_t done) = 0;
   // Drains every timer: every interval ever reported, in report order, and counters.
   virtual TimerSummary finish() = 0;
   // The family's replay facet where it reads nothing between log points; null where the host reads every iteration
@@ -116,7 +116,8 @@ class LoopProtocol {
   bool reads_between_log_points() { return replayable() == nullptr; }
 };
 
-// What the three families share: the NaN checks, the timers, the exit vote, and the deferred accumulators' seeds.
+// What the three families share: the NaN checks, the timers, the exit vote, the log window and the deferred
+// accumulators' seeds.
 class ProtocolBase : public LoopProtocol {
  public:
   ProtocolBase(const SiteContext& c, bool instrumented);
@@ -126,7 +127,8 @@ class ProtocolBase : public LoopProtocol {
     nan_check_.check(rerun, site, value);
   }
   LoopTimers& timers() override { return timers_; }
-  void begin_segment(const SegmentStart&) override {}
+  // The log window a loaded run continues; a family that holds some of it on the device adds its part.
+  void begin_segment(const SegmentStart& start) override;
   bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) override;
   std::optional<int64_t> end_segment() override { return std::nullopt; }
   TimerSummary finish() override { return timers_.finish(); }
@@ -139,6 +141,7 @@ class ProtocolBase : public LoopProtocol {
   LoopTimers timers_;
   NanCheckSite nan_check_;
   ExitVoteSite exit_;
+  LogWindow window_;
   at::Tensor zero_;       // the deferred loss accumulator's seed, made once (never written)
   at::Tensor nan_count_;  // the deferred NaN probe of skipped iterations
 };

@@ -41,7 +41,7 @@ class OnDeviceProtocol final : public ProtocolBase, public Replayable {
     return static_cast<int64_t>(c_.ledger.read(Site::kBatchedLogRead, steps_done_).at(0));
   }
   Replayable* replayable() override { return this; }  // nothing is read between log points
-  LogWindow open_window(int64_t done) override;
+  SavedWindow open_window(int64_t done) override;
 
  private:
   bool abort_outcome() const {
@@ -60,9 +60,7 @@ class OnDeviceProtocol final : public ProtocolBase, public Replayable {
   int64_t slot_base_ = 0;     // 0-based iteration whose code is in slot 0 (the first after the last log point)
   int64_t issued_base_ = 0;   // slot_base_ of the codes the issued read holds
   int64_t window_begin_ = 0;  // 0-based first iteration whose code the host has not read (a save reads some)
-  WindowCounts counts_;
-  bool loss_here_ = false;              // this rank holds the loss (the last stage): its sum is the window's
-  std::optional<LateAbort> due_abort_;  // an abort a save's read found, due at the next log point
+  bool loss_here_ = false;  // this rank holds the loss (the last stage): its sum is the window's
 };
 
 void OnDeviceProtocol::begin_segment(const SegmentStart& start) {
@@ -81,13 +79,9 @@ void OnDeviceProtocol::begin_segment(const SegmentStart& start) {
   codes_ = log_state_.narrow(0, 0, k);
   aborted_ = log_state_.narrow(0, k, 1);
   // A run loaded from a save between log points continues the window the save read (checkpoint.h).
-  const LogWindow& w = start.window;
-  total_loss_ = at::full({1}, w.loss_sum, on_run_device(at::kFloat));
-  counts_.restore(w);
-  if (w.abort_at > 0) {  // every later step stays masked, as in the run that saved
-    due_abort_ = LateAbort{w.abort_at, w.abort_code};
-    aborted_.fill_(1.0);
-  }
+  ProtocolBase::begin_segment(start);
+  total_loss_ = at::full({1}, start.window.loss_sum, on_run_device(at::kFloat));
+  if (window_.due_abort) aborted_.fill_(1.0);  // every later step stays masked, as in the run that saved
   slot_base_ = window_begin_ = start.next_iteration;
 }
 
@@ -149,9 +143,9 @@ void OnDeviceProtocol::read_window(std::map<std::string, double>& v, int64_t slo
     const bool skipped = code >= 0.5;
     code -= skipped ? 0.5 : 0.0;
     out.window.push_back({skipped, fault ? (abort_outcome() ? "abort" : "skip_step") : nullptr});
-    skipped ? ++counts_.skipped : ++counts_.advanced;
-    if (skipped && code >= 0.25) ++counts_.nan;  // a skipped iteration whose loss is not finite (Megatron's NaN probe)
-    if (fault && abort_outcome() && !out.abort && !due_abort_) {  // Megatron's exit code, on every rank (world-wide)
+    skipped ? ++window_.counts.skipped : ++window_.counts.advanced;
+    if (skipped && code >= 0.25) ++window_.counts.nan;  // a skipped iteration's non-finite loss (the NaN probe)
+    if (fault && abort_outcome() && !out.abort && !window_.due_abort) {  // Megatron's exit code, on every rank
       const int code_out = c_.config.rerun.mode == RerunMode::kDisabled ? kExitCodeUncaughtError
                                                                         : c_.config.rerun.abort_exit_code;
       out.abort = LateAbort{it + 1, code_out};
@@ -187,12 +181,12 @@ void OnDeviceProtocol::issue_log_read(const LogInputs& in) {
   // resets unless this is the first line (Megatron HEAD: the first-iteration line does not reset).
   slot_.zero_();
   issued_base_ = std::exchange(slot_base_, in.iteration);
-  if (in.iteration != 1) total_loss_.zero_();
+  if (LogWindow::ends_at(in.iteration)) total_loss_.zero_();
 }
 
 // A save's read of the window so far: the loss sum and the codes of the iterations since the last log point or save,
 // decoded into the host's counters as a log point would (the skips the records learn, an abort now due).
-LogWindow OnDeviceProtocol::open_window(int64_t done) {
+SavedWindow OnDeviceProtocol::open_window(int64_t done) {
   ScopedSite scope(site_name(Site::kBatchedLogRead));
   // The codes MAX-reduced over the world as the log point's read reduces them (a NaN on any rank is the window's),
   // so the counts the load seeds are the ones this rank's line would have shown; the loss sum stays this rank's.
@@ -203,15 +197,8 @@ LogWindow OnDeviceProtocol::open_window(int64_t done) {
   for (size_t i = 1; i < read.size(); ++i) v[fmt::format("state@{}", i - 1)] = read[i];
   LogOutputs window;
   read_window(v, slot_base_, done, window);
-  if (window.abort) due_abort_ = window.abort;
-  LogWindow w;
-  w.has_loss = loss_here_ && counts_.advanced > 0;
-  w.loss_sum = static_cast<float>(read.front());
-  counts_.into(w);
-  if (due_abort_) {
-    w.abort_at = due_abort_->fault_iteration;
-    w.abort_code = due_abort_->exit_code;
-  }
+  if (window.abort) window_.due_abort = window.abort;
+  SavedWindow w = window_.saved(loss_here_ && window_.counts.advanced > 0, static_cast<float>(read.front()));
   w.steps = std::move(window.window);
   return w;
 }
@@ -224,8 +211,8 @@ LogOutputs OnDeviceProtocol::land_log_read(const LogInputs& in) {
 
   LogOutputs window;
   read_window(v, issued_base_, in.iteration, window);
-  if (due_abort_) window.abort = std::exchange(due_abort_, std::nullopt);
-  const double advanced = static_cast<double>(counts_.advanced);
+  if (window_.due_abort) window.abort = std::exchange(window_.due_abort, std::nullopt);
+  const double advanced = static_cast<double>(window_.counts.advanced);
   const bool has_loss = advanced > 0 && in.loss.defined();  // the loss lives on the last stage, as the baseline's
   LogValues values;
   values.lm_loss = has_loss ? v["loss_total"] / std::max(1.0, advanced) : NAN;
@@ -235,14 +222,14 @@ LogOutputs OnDeviceProtocol::land_log_read(const LogInputs& in) {
   values.num_zeros = v.count("num_zeros") ? as_reduce_max_stat(v["num_zeros"]) : NAN;
   values.params_norm = v.count("params_norm") ? v["params_norm"] : NAN;
   values.elapsed_ms_per_iteration = timers_.elapsed_ms_per_iteration(v);
-  values.skipped = counts_.skipped;
-  values.nan = counts_.nan;
+  values.skipped = window_.counts.skipped;
+  values.nan = window_.counts.nan;
   // An abort ends the run here, before this line, as Megatron exits before it logs the fault's iteration.
   LogOutputs out = log_point_outputs(c_, in, values, timers_, /*print=*/!window.abort);
   out.window = std::move(window.window);
   out.abort = window.abort;
   if (v.count("exit")) out.exit_vote = v["exit"] != 0.0;
-  if (in.iteration != 1) counts_.clear();  // the host's window counters, as the device's
+  if (LogWindow::ends_at(in.iteration)) window_.reset();  // the host's window counters, as the device's
   return out;
 }
 

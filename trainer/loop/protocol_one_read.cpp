@@ -61,20 +61,8 @@ class OneReadProtocol final : public ProtocolBase {
 
   LogOutputs training_log(const LogInputs& in) override;
 
-  void begin_segment(const SegmentStart& start) override {
-    const LogWindow& w = start.window;
-    LG_INPUT_CHECK(w.abort_at == 0, "--load: the checkpoint's log window holds an abort due from iteration {}, which "
-                   "only an arm that reads nothing between log points carries to its next log point", w.abort_at);
-    has_total_loss_ = w.has_loss;
-    total_loss_ = w.loss_sum;
-    counts_.restore(w);
-  }
-  // Everything the window holds was read with its iterations.
-  LogWindow open_window(int64_t) override {
-    LogWindow w{has_total_loss_, total_loss_};
-    counts_.into(w);
-    return w;
-  }
+  // Everything the window holds was read with its iterations: the loss sum is the host's.
+  SavedWindow open_window(int64_t) override { return window_.saved(window_.has_loss, window_.host_loss_sum); }
 
  private:
   double read(const char* key) const {
@@ -86,42 +74,35 @@ class OneReadProtocol final : public ProtocolBase {
   std::vector<std::string> keys_;
   at::Tensor packed_;
   std::map<std::string, double> read_;  // this iteration's one read
-  float total_loss_ = 0;  // the baseline's fp32 loss sum, accumulated on the host from the reads
-  bool has_total_loss_ = false;
-  WindowCounts counts_;
 };
 
 LogOutputs OneReadProtocol::training_log(const LogInputs& in) {
-  const bool reset = in.iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
+  const bool reset = LogWindow::ends_at(in.iteration);
   if (!in.skipped) {
-    ++counts_.advanced;
+    ++window_.counts.advanced;
     if (in.loss.defined()) {
-      total_loss_ = total_loss_ + static_cast<float>(read_.at("loss"));  // the same fp32 add
-      has_total_loss_ = true;
+      window_.host_loss_sum = window_.host_loss_sum + static_cast<float>(read_.at("loss"));  // the baseline's fp32 add
+      window_.has_loss = true;
     }
   } else {
-    ++counts_.skipped;
-    if (in.loss.defined()) counts_.nan += std::isfinite(read_.at("loss")) ? 0 : 1;  // the skipped-iteration NaN probe
+    ++window_.counts.skipped;
+    if (in.loss.defined()) window_.counts.nan += std::isfinite(read_.at("loss")) ? 0 : 1;  // the skipped-iteration NaN probe
   }
   if (!in.log_point) return {};
 
   LogValues v;
-  if (has_total_loss_) v.lm_loss = total_loss_ / static_cast<double>(std::max<int64_t>(1, counts_.advanced));
+  if (window_.has_loss) v.lm_loss = window_.host_loss_sum / static_cast<double>(std::max<int64_t>(1, window_.counts.advanced));
   v.learning_rate = static_cast<float>(in.learning_rate);  // rounded as reduce_max_stat's float32 tensor rounds it
   v.loss_scale = read_.at("loss_scale");
   v.grad_norm = read("grad_norm");
   v.num_zeros = read_.count("num_zeros") ? as_reduce_max_stat(read_.at("num_zeros")) : NAN;
   v.params_norm = read("params_norm");
   v.elapsed_ms_per_iteration = timers_.elapsed_ms_per_iteration(read_);
-  v.skipped = counts_.skipped;
-  v.nan = counts_.nan;
+  v.skipped = window_.counts.skipped;
+  v.nan = window_.counts.nan;
   LogOutputs out = log_point_outputs(c_, in, v, timers_);
   out.exit_vote = read_.count("exit") && read_.at("exit") != 0.0;
-  if (reset) {
-    total_loss_ = 0.0f;
-    counts_.clear();
-    has_total_loss_ = false;
-  }
+  if (reset) window_.reset();
   return out;
 }
 

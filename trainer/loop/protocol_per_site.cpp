@@ -37,30 +37,26 @@ class PerSiteProtocol final : public ProtocolBase {
   LogOutputs training_log(const LogInputs& in) override;
 
   void begin_segment(const SegmentStart& start) override {
-    const LogWindow& w = start.window;
-    LG_INPUT_CHECK(w.abort_at == 0, "--load: the checkpoint's log window holds an abort due from iteration {}, which "
-                   "only an arm that reads nothing between log points carries to its next log point", w.abort_at);
-    has_total_loss_ = w.has_loss;
+    ProtocolBase::begin_segment(start);
+    const SavedWindow& w = start.window;
     if (w.has_loss) total_loss_ = at::full({1}, w.loss_sum, on_run_device(at::kFloat));
-    counts_.restore(w);
     // Deferred, the window's NaN count is this rank's until the log point's read reduces it over the world.
     if (!eager_stats()) {
-      counts_.nan = 0;
+      window_.counts.nan = 0;
       nan_count_.fill_(static_cast<double>(w.nan));
     }
   }
 
   // The loss sum and, deferred, the skipped iterations' NaN count not yet read (this rank's): one read.
-  LogWindow open_window(int64_t) override {
-    LogWindow w{has_total_loss_, 0.0f};
-    counts_.into(w);
-    const bool nan_unread = !eager_stats() && counts_.skipped > 0;
+  SavedWindow open_window(int64_t) override {
+    SavedWindow w = window_.saved(window_.has_loss, 0.0f);
+    const bool nan_unread = !eager_stats() && window_.counts.skipped > 0;
     std::vector<at::Tensor> unread;
-    if (has_total_loss_) unread.push_back(total_loss_.reshape({1}));
+    if (window_.has_loss) unread.push_back(total_loss_.reshape({1}));
     if (nan_unread) unread.push_back(nan_count_.reshape({1}));
     if (unread.empty()) return w;
     const std::vector<double> v = c_.ledger.read(Site::kBatchedLogRead, at::cat(unread));
-    if (has_total_loss_) w.loss_sum = static_cast<float>(v.front());
+    if (window_.has_loss) w.loss_sum = static_cast<float>(v.front());
     if (nan_unread) w.nan += static_cast<int64_t>(v.back());
     return w;
   }
@@ -77,10 +73,7 @@ class PerSiteProtocol final : public ProtocolBase {
   RerunDecisionSite decision_;
   UpdateSuccessfulSite update_;
   std::unique_ptr<AsyncRead> log_read_;
-  // Megatron's total_loss_dict: the loss sum on the device, the iteration counters on the host.
-  at::Tensor total_loss_;
-  bool has_total_loss_ = false;
-  WindowCounts counts_;
+  at::Tensor total_loss_;  // Megatron's total_loss_dict's loss sum, on the device (the window's counts: window_)
   // Stats the baseline reads every iteration, log point or not (eager sites); the last ones read.
   double grad_norm_ = NAN, num_zeros_ = NAN, loss_scale_ = NAN, params_norm_ = NAN, lr_ = NAN;
 };
@@ -90,18 +83,18 @@ class PerSiteProtocol final : public ProtocolBase {
 void PerSiteProtocol::accumulate(const LogInputs& in) {
   ScopedSite scope(site_name(Site::kLossAccumSeed));
   if (!in.skipped) {
-    ++counts_.advanced;
+    ++window_.counts.advanced;
     if (in.loss.defined()) {  // Megatron builds the seed every iteration (a dict.get default)
       const at::Tensor seed = eager_scalars() ? loss_seed() : zero_;
-      total_loss_ = (has_total_loss_ ? total_loss_ : seed) + in.loss;
-      has_total_loss_ = true;
+      total_loss_ = (window_.has_loss ? total_loss_ : seed) + in.loss;
+      window_.has_loss = true;
     }
     return;
   }
-  ++counts_.skipped;
+  ++window_.counts.skipped;
   if (!in.loss.defined()) return;
   if (eager_stats()) {
-    counts_.nan += std::isfinite(c_.read_scalar(Site::kLossReport, in.loss)) ? 0 : 1;
+    window_.counts.nan += std::isfinite(c_.read_scalar(Site::kLossReport, in.loss)) ? 0 : 1;
   } else {
     nan_count_.add_(RerunStateMachine::nonfinite(in.loss).to(at::kFloat).reshape({1}));
   }
@@ -116,9 +109,9 @@ std::map<std::string, double> PerSiteProtocol::read_log_point(const LogInputs& i
     if (c_.config.optim.log_num_zeros_in_grad && in.num_zeros.defined()) bundle.add("num_zeros", in.num_zeros);
     if (in.params_norm.defined()) bundle.add("params_norm", in.params_norm);
     bundle.add("loss_scale", in.loss_scale);
-    has_total_loss_ ? bundle.add("loss_total", total_loss_) : bundle.add_absent("loss_total");
+    window_.has_loss ? bundle.add("loss_total", total_loss_) : bundle.add_absent("loss_total");
     // Only skipped iterations probe their loss; with none since the last log point the count is 0, unread.
-    if (counts_.skipped > 0) bundle.add("nan_count", nan_count_);
+    if (window_.counts.skipped > 0) bundle.add("nan_count", nan_count_);
   }
   // The LR rides the read as the same float32 that reduce_max_stat would have made of it.
   if (!eager_scalars()) bundle.add_host("lr", static_cast<float>(lr_));
@@ -138,8 +131,8 @@ std::map<std::string, double> PerSiteProtocol::read_log_point(const LogInputs& i
     num_zeros_ = v.count("num_zeros") ? as_reduce_max_stat(v["num_zeros"]) : NAN;
     params_norm_ = v.count("params_norm") ? v["params_norm"] : NAN;
     loss_scale_ = v["loss_scale"];
-    if (counts_.skipped > 0) {
-      counts_.nan += static_cast<int64_t>(v["nan_count"]);
+    if (window_.counts.skipped > 0) {
+      window_.counts.nan += static_cast<int64_t>(v["nan_count"]);
       nan_count_.zero_();
     }
     grad_norm_ = v["grad_norm"];
@@ -154,7 +147,7 @@ std::map<std::string, double> PerSiteProtocol::read_log_point(const LogInputs& i
 }
 
 LogOutputs PerSiteProtocol::training_log(const LogInputs& in) {
-  const bool reset = in.iteration != 1;  // Megatron HEAD: the first-iteration line does not reset
+  const bool reset = LogWindow::ends_at(in.iteration);
   accumulate(in);
   lr_ = in.learning_rate;
   if (eager_stats()) {
@@ -174,9 +167,9 @@ LogOutputs PerSiteProtocol::training_log(const LogInputs& in) {
   // Loss average over advanced iterations: the read of total / max(1, advanced).
   ScopedSite scope(site_name(Site::kLossReport));
   LogValues values;
-  if (has_total_loss_) {
+  if (window_.has_loss) {
     const double total = eager_stats() ? c_.read_scalar(Site::kLossReport, total_loss_) : v["loss_total"];
-    values.lm_loss = total / static_cast<double>(std::max<int64_t>(1, counts_.advanced));
+    values.lm_loss = total / static_cast<double>(std::max<int64_t>(1, window_.counts.advanced));
     if (reset) total_loss_ = loss_seed();  // Megatron reseeds the accumulator
   }
   values.learning_rate = lr_;
@@ -185,14 +178,11 @@ LogOutputs PerSiteProtocol::training_log(const LogInputs& in) {
   values.num_zeros = num_zeros_;
   values.params_norm = params_norm_;
   values.elapsed_ms_per_iteration = timers_.elapsed_ms_per_iteration(v);
-  values.skipped = counts_.skipped;
-  values.nan = counts_.nan;
+  values.skipped = window_.counts.skipped;
+  values.nan = window_.counts.nan;
   LogOutputs out = log_point_outputs(c_, in, values, timers_);
   out.exit_vote = read.exit_vote;
-  if (reset) {
-    counts_.clear();
-    has_total_loss_ = false;
-  }
+  if (reset) window_.reset();
   return out;
 }
 

@@ -112,7 +112,7 @@ void catch_up_scheduler(Loop& L) {
 // `arm` takes over at 0-based `since` (`instrumented` false: its reads are not counted): its protocol, the schedule
 // as its mutation leaves it, the scheduler and the steps so far for its protocol, a new arm's state for the driver,
 // and the interval timer started.
-void begin_segment(Loop& L, const Arm& arm, bool instrumented, int64_t since, const LogWindow& window = {}) {
+void begin_segment(Loop& L, const Arm& arm, bool instrumented, int64_t since, const SavedWindow& window = {}) {
   L.seg.arm = &arm;
   L.ledger.set_counting(instrumented);
   L.seg.protocol = select_protocol(arm, L.cfg, L.ledger, L.groups, L.rank, instrumented);
@@ -148,7 +148,7 @@ TrainState train_state(Loop& L) {
 void save(Loop& L, int64_t done) {
   ScopedSite site("checkpoint");
   catch_up_scheduler(L);
-  const LogWindow window = L.seg.protocol->open_window(done);
+  const SavedWindow window = L.seg.protocol->open_window(done);
   L.result.close(window.steps);  // the records since the last log point learn their steps' outcomes
   L.seg.protocol->timers().time_save([&] {
     save_train_state(L.cfg, L.rank, L.groups.world->size(), train_state(L), window, L.ledger, L.seg.arm->mutated());
@@ -313,7 +313,7 @@ void setup(Loop& L) {
   L.scheduler = std::make_unique<OptimizerParamScheduler>(scheduler_config(cfg));
   check_save_intervals(cfg);
   // A loaded run continues after the saved iteration (and its log window), warming up eagerly before it replays.
-  const LogWindow window = cfg.load_dir.empty() ? LogWindow{}
+  const SavedWindow window = cfg.load_dir.empty() ? SavedWindow{}
       : load_train_state(cfg, L.rank, L.groups.world->size(), train_state(L), L.seg.arm->mutated());
   begin_segment(L, *L.seg.arm, /*instrumented=*/true, cfg.load_dir.empty() ? 0 : L.next_iteration + 1, window);
   L.result.trace.arm = L.seg.arm->name;
