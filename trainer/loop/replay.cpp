@@ -27,7 +27,7 @@ class ReplayDriver final : public StepDriver {
   void timer_action(const std::function<void()>& action) override { in_body_ ? graph_->cut(action) : action(); }
   std::optional<LogOutputs> training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome& step,
                                          const IterationRecord& rec, bool may_trail) override;
-  bool land_trailing(LoopProtocol& protocol, const AfterLog& rest) override;
+  std::optional<LandedLog> land_trailing(LoopProtocol& protocol) override;
   bool trailing() const override { return trailing_.has_value(); }
   GraphReport report() const override { return graph_->report(); }
 
@@ -122,13 +122,13 @@ std::optional<LogOutputs> ReplayDriver::training_log(LoopProtocol& protocol, con
   return std::nullopt;
 }
 
-bool ReplayDriver::land_trailing(LoopProtocol& protocol, const AfterLog& rest) {
-  if (!trailing_) return true;
+std::optional<LandedLog> ReplayDriver::land_trailing(LoopProtocol& protocol) {
+  if (!trailing_) return std::nullopt;
   Trailing t = std::move(*trailing_);
   trailing_.reset();
   Ledger::CountAs own(ledger_, t.rec.iteration - 1);
-  const LogOutputs log = protocol.replayable()->land_log_read(t.in);
-  return rest(t.rec, log);
+  LogOutputs log = protocol.replayable()->land_log_read(t.in);
+  return LandedLog{std::move(t.rec), std::move(log)};
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ class EagerDriver final : public StepDriver {
                                          const IterationRecord&, bool) override {
     return protocol.training_log(in);
   }
-  bool land_trailing(LoopProtocol&, const AfterLog&) override { return true; }
+  std::optional<LandedLog> land_trailing(LoopProtocol&) override { return std::nullopt; }
   bool trailing() const override { return false; }
   GraphReport report() const override { return {}; }
 

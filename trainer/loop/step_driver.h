@@ -44,8 +44,11 @@ struct LoopStep {
   std::function<uint64_t()> checksum;             // the parameters' (the Trace's)
 };
 
-// What runs what follows a log point's training_log (the exit vote, the record); false when the run ends there.
-using AfterLog = std::function<bool(IterationRecord& rec, const LogOutputs& log)>;
+// A log point whose read trailed the next step, landed: its record and its outputs, for what follows training_log.
+struct LandedLog {
+  IterationRecord rec;
+  LogOutputs log;
+};
 
 class StepDriver {
  public:
@@ -61,9 +64,9 @@ class StepDriver {
   // next step (only where the loop allows it, `may_trail`; the record and inputs wait with it).
   virtual std::optional<LogOutputs> training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome& step,
                                                  const IterationRecord& rec, bool may_trail) = 0;
-  // A read left trailing lands, now that the next step is launched: `rest` runs the rest of its iteration, its reads
-  // counted at its own iteration. False when the run ends there.
-  virtual bool land_trailing(LoopProtocol& protocol, const AfterLog& rest) = 0;
+  // A read left trailing lands, now that the next step is launched (its reads counted at its own iteration): the rest
+  // of its iteration is the loop's. Nullopt when none trailed.
+  virtual std::optional<LandedLog> land_trailing(LoopProtocol& protocol) = 0;
   virtual bool trailing() const = 0;
   // What the graph did over the run (on = false: no graph).
   virtual GraphReport report() const = 0;

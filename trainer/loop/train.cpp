@@ -349,7 +349,6 @@ bool may_trail(const Loop& L, int64_t done, int64_t until) {
 // ---- the iterations of train(): train_step, training_log, the exit decision ----
 void run_iterations(Loop& L, int64_t until) {
   const RunConfig& cfg = L.cfg;
-  const AfterLog landed = [&L](IterationRecord& r, const LogOutputs& o) { return after_training_log(L, r, o, true); };
   for (int64_t iteration = L.next_iteration; iteration < until;) {
     const int64_t done = iteration + 1;  // Megatron's `iteration` after the increment: 1-based
     const bool log_point = done % cfg.log_interval == 0 || done == 1;
@@ -358,7 +357,8 @@ void run_iterations(Loop& L, int64_t until) {
     rec.rank = L.rank;
     StepOutcome step = L.driver->step(*L.seg.protocol, iteration, log_point, rec);
     if (L.seg.protocol->reads_between_log_points()) rec.skipped = step.skipped;  // else the device's, at its log point
-    if (!L.driver->land_trailing(*L.seg.protocol, landed)) break;  // the previous log point's, behind this step
+    if (std::optional<LandedLog> prev = L.driver->land_trailing(*L.seg.protocol))  // the last log point's read
+      if (!after_training_log(L, prev->rec, prev->log, /*log_point=*/true)) break;
     L.rerun.end_iteration();  // from now on results are validated (Megatron skips the job's first iteration)
     if (step.decision.action == Decision::Action::kAbort) {
       L.instruments.note(rec, iteration, L.groups);
