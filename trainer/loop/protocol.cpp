@@ -19,8 +19,8 @@ std::vector<double> lr_table(const SegmentStart& start, const Mutation& m) {
   return table;
 }
 
-ProtocolBase::ProtocolBase(const SiteContext& c, bool instrumented)
-    : c_(c), timers_(c.arm, c.config, c.ledger, c.groups, c.rank, instrumented), nan_check_(c), exit_(c) {
+ProtocolBase::ProtocolBase(const SiteContext& c, LoopTimers& timers)
+    : c_(c), timers_(timers), nan_check_(c), exit_(c) {
   nan_count_ = at::zeros({1}, on_run_device(at::kFloat));
   zero_ = at::zeros({1}, on_run_device(at::kFloat));
 }
@@ -36,6 +36,13 @@ std::unique_ptr<AsyncRead> ProtocolBase::make_log_read(Site site) const {
 
 void ProtocolBase::begin_segment(const SegmentStart& start) {
   window_.begin(start.window, /*carries_abort=*/replayable() != nullptr);
+}
+
+HandOver ProtocolBase::hand_over(std::optional<int64_t> save_after) {
+  HandOver h;
+  h.steps = device_steps();  // first: the count a save's scheduler catches up with
+  if (save_after) h.window = saved_window(*save_after);
+  return h;
 }
 
 bool ProtocolBase::exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) {

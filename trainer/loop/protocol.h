@@ -61,6 +61,12 @@ struct StepDone {
   std::function<const LogInputs&()> log_inputs;  // computed at most once (onesync reads them with the step)
 };
 
+// What the device hands the host at a save, or where a segment ends.
+struct HandOver {
+  std::optional<int64_t> steps;  // the successful steps the device counted (zerosync); nullopt where the host knows
+  SavedWindow window;            // at a save: the log window so far
+};
+
 // What the protocol tells train_step after it.
 struct StepVerdict {
   // Whether the step took effect over TP x PP; nullopt: only the device knows (zerosync), the host's scheduler
@@ -92,7 +98,6 @@ class LoopProtocol {
 
   // commit 1: every microbatch loss and grad bucket (eager or deferred, as the arm says).
   virtual void nan_check(RerunStateMachine& rerun, Site site, const at::Tensor& value) = 0;
-  virtual LoopTimers& timers() = 0;
   // A segment of this arm begins (a family that steps its own count on the device takes the LR schedule here).
   virtual void begin_segment(const SegmentStart& start) = 0;
   // The rerun decision (should_run_forward_backward at loop exit), before optimizer.step.
@@ -103,42 +108,41 @@ class LoopProtocol {
   virtual LogOutputs training_log(const LogInputs& in) = 0;
   // checkpoint_and_decide_exit's duration vote.
   virtual bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) = 0;
-  // A segment ends: the successful steps the device counted (zerosync: one read), nullopt where the host knows.
-  virtual std::optional<int64_t> end_segment() = 0;
-  // A save after 1-based iteration `done`: the log window so far, read where the device holds it (one read); the
-  // window goes on as it was.
-  virtual SavedWindow open_window(int64_t done) = 0;
-  // Drains every timer: every interval ever reported, in report order, and counters.
-  virtual TimerSummary finish() = 0;
+  // What the host must learn from the device at a save after 1-based `save_after`, or where the segment ends
+  // (nullopt): the successful steps the device counted (zerosync: one read) and, at a save, the log window so far,
+  // read where the device holds it (one read); the window goes on as it was.
+  virtual HandOver hand_over(std::optional<int64_t> save_after) = 0;
   // The family's replay facet where it reads nothing between log points; null where the host reads every iteration
   // (then every iteration runs eagerly, and the host knows each step's outcome as it happens).
   virtual Replayable* replayable() { return nullptr; }
   bool reads_between_log_points() { return replayable() == nullptr; }
 };
 
-// What the three families share: the NaN checks, the timers, the exit vote, the log window and the deferred
-// accumulators' seeds.
+// What the three families share: the NaN checks, the segment's timers (the loop's: a family adds their deferred
+// reports to its reads), the exit vote, the log window and the deferred accumulators' seeds.
 class ProtocolBase : public LoopProtocol {
  public:
-  ProtocolBase(const SiteContext& c, bool instrumented);
+  ProtocolBase(const SiteContext& c, LoopTimers& timers);
   ~ProtocolBase() override;
 
   void nan_check(RerunStateMachine& rerun, Site site, const at::Tensor& value) override {
     nan_check_.check(rerun, site, value);
   }
-  LoopTimers& timers() override { return timers_; }
   // The log window a loaded run continues; a family that holds some of it on the device adds its part.
   void begin_segment(const SegmentStart& start) override;
   bool exit_vote(int64_t iteration, bool log_point, const LogOutputs& log) override;
-  std::optional<int64_t> end_segment() override { return std::nullopt; }
-  TimerSummary finish() override { return timers_.finish(); }
+  HandOver hand_over(std::optional<int64_t> save_after) override;
 
  protected:
+  // The family's part of hand_over: the steps the device counted (one read; nullopt where the host counts them),
+  // and the window at a save after `done`, read where the device holds it.
+  virtual std::optional<int64_t> device_steps() { return std::nullopt; }
+  virtual SavedWindow saved_window(int64_t done) = 0;
   // The family's batched read at `site`, through the arm's mutation (async_copy.h).
   std::unique_ptr<AsyncRead> make_log_read(Site site) const;
 
   SiteContext c_;
-  LoopTimers timers_;
+  LoopTimers& timers_;
   NanCheckSite nan_check_;
   ExitVoteSite exit_;
   LogWindow window_;
@@ -146,14 +150,14 @@ class ProtocolBase : public LoopProtocol {
   at::Tensor nan_count_;  // the deferred NaN probe of skipped iterations
 };
 
-// The arm's family's protocol, handed through the arm's mutation (which may wrap it). `instrumented` false: the
-// ledger counts nothing and a deferred arm's level-1 timers record nothing (LoopTimers).
+// The arm's family's protocol over the segment's `timers` (which it reads where the arm defers them), handed through
+// the arm's mutation (which may wrap it).
 std::unique_ptr<LoopProtocol> select_protocol(const Arm& arm, const RunConfig& config, Ledger& ledger,
-                                              ProcessGroups& groups, int world_rank, bool instrumented = true);
+                                              ProcessGroups& groups, int world_rank, LoopTimers& timers);
 
 // The three families (select_protocol picks one by the arm).
-std::unique_ptr<LoopProtocol> make_per_site_protocol(const SiteContext& c, bool instrumented);
-std::unique_ptr<LoopProtocol> make_one_read_protocol(const SiteContext& c, bool instrumented);
-std::unique_ptr<LoopProtocol> make_on_device_protocol(const SiteContext& c, bool instrumented);
+std::unique_ptr<LoopProtocol> make_per_site_protocol(const SiteContext& c, LoopTimers& timers);
+std::unique_ptr<LoopProtocol> make_one_read_protocol(const SiteContext& c, LoopTimers& timers);
+std::unique_ptr<LoopProtocol> make_on_device_protocol(const SiteContext& c, LoopTimers& timers);
 
 }  // namespace loopgate

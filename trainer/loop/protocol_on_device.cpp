@@ -26,8 +26,8 @@ at::Tensor any_nonfinite(const at::Tensor& x) { return x.mul(0).ne(0); }
 
 class OnDeviceProtocol final : public ProtocolBase, public Replayable {
  public:
-  OnDeviceProtocol(const SiteContext& c, bool instrumented)
-      : ProtocolBase(c, instrumented), log_read_(make_log_read(Site::kBatchedLogRead)) {}
+  OnDeviceProtocol(const SiteContext& c, LoopTimers& timers)
+      : ProtocolBase(c, timers), log_read_(make_log_read(Site::kBatchedLogRead)) {}
 
   void begin_segment(const SegmentStart& start) override;
   StepGate before_step(RerunStateMachine& rerun, int64_t iteration, bool log_point) override;
@@ -37,11 +37,11 @@ class OnDeviceProtocol final : public ProtocolBase, public Replayable {
   void issue_log_read(const LogInputs& in) override;
   LogOutputs land_log_read(const LogInputs& in) override;
   GraphState device_state() const override;
-  std::optional<int64_t> end_segment() override {
+  std::optional<int64_t> device_steps() override {
     return static_cast<int64_t>(c_.ledger.read(Site::kBatchedLogRead, steps_done_).at(0));
   }
   Replayable* replayable() override { return this; }  // nothing is read between log points
-  SavedWindow open_window(int64_t done) override;
+  SavedWindow saved_window(int64_t done) override;
 
  private:
   bool abort_outcome() const {
@@ -186,7 +186,7 @@ void OnDeviceProtocol::issue_log_read(const LogInputs& in) {
 
 // A save's read of the window so far: the loss sum and the codes of the iterations since the last log point or save,
 // decoded into the host's counters as a log point would (the skips the records learn, an abort now due).
-SavedWindow OnDeviceProtocol::open_window(int64_t done) {
+SavedWindow OnDeviceProtocol::saved_window(int64_t done) {
   ScopedSite scope(site_name(Site::kBatchedLogRead));
   // The codes MAX-reduced over the world as the log point's read reduces them (a NaN on any rank is the window's),
   // so the counts the load seeds are the ones this rank's line would have shown; the loss sum stays this rank's.
@@ -235,8 +235,8 @@ LogOutputs OnDeviceProtocol::land_log_read(const LogInputs& in) {
 
 }  // namespace
 
-std::unique_ptr<LoopProtocol> make_on_device_protocol(const SiteContext& c, bool instrumented) {
-  return std::make_unique<OnDeviceProtocol>(c, instrumented);
+std::unique_ptr<LoopProtocol> make_on_device_protocol(const SiteContext& c, LoopTimers& timers) {
+  return std::make_unique<OnDeviceProtocol>(c, timers);
 }
 
 }  // namespace loopgate

@@ -16,8 +16,8 @@ namespace {
 
 class OneReadProtocol final : public ProtocolBase {
  public:
-  OneReadProtocol(const SiteContext& c, bool instrumented)
-      : ProtocolBase(c, instrumented), read_once_(make_log_read(Site::kOnesyncRead)) {
+  OneReadProtocol(const SiteContext& c, LoopTimers& timers)
+      : ProtocolBase(c, timers), read_once_(make_log_read(Site::kOnesyncRead)) {
     LG_INPUT_CHECK(timers_.deferred(), "arm '{}': one read per iteration needs deferred timers", c.arm.name);
   }
 
@@ -62,7 +62,7 @@ class OneReadProtocol final : public ProtocolBase {
   LogOutputs training_log(const LogInputs& in) override;
 
   // Everything the window holds was read with its iterations: the loss sum is the host's.
-  SavedWindow open_window(int64_t) override { return window_.saved(window_.has_loss, window_.host_loss_sum); }
+  SavedWindow saved_window(int64_t) override { return window_.saved(window_.has_loss, window_.host_loss_sum); }
 
  private:
   double read(const char* key) const {
@@ -108,8 +108,8 @@ LogOutputs OneReadProtocol::training_log(const LogInputs& in) {
 
 }  // namespace
 
-std::unique_ptr<LoopProtocol> make_one_read_protocol(const SiteContext& c, bool instrumented) {
-  return std::make_unique<OneReadProtocol>(c, instrumented);
+std::unique_ptr<LoopProtocol> make_one_read_protocol(const SiteContext& c, LoopTimers& timers) {
+  return std::make_unique<OneReadProtocol>(c, timers);
 }
 
 }  // namespace loopgate

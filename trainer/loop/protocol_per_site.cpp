@@ -19,8 +19,8 @@ namespace {
 
 class PerSiteProtocol final : public ProtocolBase {
  public:
-  PerSiteProtocol(const SiteContext& c, bool instrumented)
-      : ProtocolBase(c, instrumented), decision_(c), update_(c), log_read_(make_log_read(Site::kBatchedLogRead)) {}
+  PerSiteProtocol(const SiteContext& c, LoopTimers& timers)
+      : ProtocolBase(c, timers), decision_(c), update_(c), log_read_(make_log_read(Site::kBatchedLogRead)) {}
 
   StepGate before_step(RerunStateMachine& rerun, int64_t, bool) override {
     StepGate gate;
@@ -48,7 +48,7 @@ class PerSiteProtocol final : public ProtocolBase {
   }
 
   // The loss sum and, deferred, the skipped iterations' NaN count not yet read (this rank's): one read.
-  SavedWindow open_window(int64_t) override {
+  SavedWindow saved_window(int64_t) override {
     SavedWindow w = window_.saved(window_.has_loss, 0.0f);
     const bool nan_unread = !eager_stats() && window_.counts.skipped > 0;
     std::vector<at::Tensor> unread;
@@ -188,8 +188,8 @@ LogOutputs PerSiteProtocol::training_log(const LogInputs& in) {
 
 }  // namespace
 
-std::unique_ptr<LoopProtocol> make_per_site_protocol(const SiteContext& c, bool instrumented) {
-  return std::make_unique<PerSiteProtocol>(c, instrumented);
+std::unique_ptr<LoopProtocol> make_per_site_protocol(const SiteContext& c, LoopTimers& timers) {
+  return std::make_unique<PerSiteProtocol>(c, timers);
 }
 
 }  // namespace loopgate

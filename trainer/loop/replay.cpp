@@ -19,9 +19,10 @@ class ReplayDriver final : public StepDriver {
       : cfg_(cfg), graph_(std::move(graph)), ledger_(ledger), rerun_(rerun), instruments_(instruments),
         loop_(std::move(loop)) {}
 
-  void begin_segment(int64_t since) override {
+  void begin_segment(int64_t since, LoopTimers& timers) override {
     graph_->reset();
     since_ = since;
+    timers_ = &timers;
   }
   StepOutcome step(LoopProtocol& protocol, int64_t iteration, bool log_point, IterationRecord& rec) override;
   void timer_action(const std::function<void()>& action) override { in_body_ ? graph_->cut(action) : action(); }
@@ -51,6 +52,7 @@ class ReplayDriver final : public StepDriver {
   Instruments& instruments_;
   LoopStep loop_;
   int64_t since_ = 0;
+  LoopTimers* timers_ = nullptr;  // the segment's
   bool in_body_ = false;
   Batch batch_;
   std::string schedule_;  // the captured iteration's (a replay runs no host code)
@@ -88,7 +90,7 @@ StepOutcome ReplayDriver::step(LoopProtocol& protocol, int64_t iteration, bool l
     state.emplace_back(fmt::format("batch{}.tokens", m), batch_.microbatches[m].tokens);
     state.emplace_back(fmt::format("batch{}.labels", m), batch_.microbatches[m].labels);
   }
-  protocol.timers().start("cuda-graph");
+  timers_->start("cuda-graph");
   graph_->run(iteration + 1, [&] {
     struct InBody {
       bool& flag;
@@ -98,7 +100,7 @@ StepOutcome ReplayDriver::step(LoopProtocol& protocol, int64_t iteration, bool l
     Instruments::Quiet quiet(instruments_);  // a replay runs no host code: its checksums come around it
     inputs_ = loop_.body(iteration, rec, batch_);
   }, state);
-  protocol.timers().stop("cuda-graph");
+  timers_->stop("cuda-graph");
   if (!rec.schedule.empty()) schedule_ = rec.schedule;  // recorded where the body ran on the host
   rec.schedule = schedule_;
   rec.param_checksum_before = before;  // the body's quiet checksums are zeros

@@ -7,15 +7,15 @@
 namespace loopgate {
 
 std::unique_ptr<LoopProtocol> select_protocol(const Arm& arm, const RunConfig& config, Ledger& ledger,
-                                              ProcessGroups& groups, int world_rank, bool instrumented) {
+                                              ProcessGroups& groups, int world_rank, LoopTimers& timers) {
   const SiteContext c{arm, config, ledger, groups, world_rank};
   std::unique_ptr<LoopProtocol> chosen;
   if (arm.on_device) {
-    chosen = make_on_device_protocol(c, instrumented);
+    chosen = make_on_device_protocol(c, timers);
   } else if (arm.one_read) {
-    chosen = make_one_read_protocol(c, instrumented);
+    chosen = make_one_read_protocol(c, timers);
   } else {
-    chosen = make_per_site_protocol(c, instrumented);
+    chosen = make_per_site_protocol(c, timers);
   }
   return arm.mutated().protocol(std::move(chosen), c);
 }

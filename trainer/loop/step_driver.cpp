@@ -18,7 +18,7 @@ namespace {
 class EagerDriver final : public StepDriver {
  public:
   explicit EagerDriver(LoopStep loop) : loop_(std::move(loop)) {}
-  void begin_segment(int64_t) override {}
+  void begin_segment(int64_t, LoopTimers&) override {}
   StepOutcome step(LoopProtocol&, int64_t iteration, bool log_point, IterationRecord& rec) override {
     return loop_.eager(iteration, log_point, rec);
   }

@@ -53,8 +53,9 @@ struct LandedLog {
 class StepDriver {
  public:
   virtual ~StepDriver() = default;
-  // A segment of an arm begins at 0-based iteration `since` (a graph holds the old arm's tensors: it is dropped).
-  virtual void begin_segment(int64_t since) = 0;
+  // A segment of an arm begins at 0-based iteration `since`, with its `timers` (a graph holds the old arm's tensors:
+  // it is dropped).
+  virtual void begin_segment(int64_t since, LoopTimers& timers) = 0;
   // The step of 0-based `iteration`.
   virtual StepOutcome step(LoopProtocol& protocol, int64_t iteration, bool log_point, IterationRecord& rec) = 0;
   // A level-1 timer's start or stop where train_step has it: now, or, inside a replayed body, at that point of every

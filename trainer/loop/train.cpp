@@ -29,10 +29,11 @@
 namespace loopgate {
 namespace {
 
-// The current arm's segment: what select_protocol and select_schedule chose for it, and where it began.
+// The current arm's segment: its timers, what select_protocol and select_schedule chose for it, and where it began.
 struct Segment {
   const Arm* arm;                          // TrainSession::run may change it between segments
-  std::unique_ptr<LoopProtocol> protocol;  // the arm's loop protocol
+  std::unique_ptr<LoopTimers> timers;      // Megatron's timers, as the arm reads them (eager or deferred)
+  std::unique_ptr<LoopProtocol> protocol;  // the arm's loop protocol (over the timers)
   Schedule schedule;                       // the layout's pipeline schedule, as the arm's mutation leaves it
   int64_t since = 0;                       // 0-based: the segment's first iteration
 };
@@ -104,9 +105,8 @@ int64_t scheduler_increment(const Loop& L) {
 
 // A family that counts its successful steps on the device hands the count over (one read) where the host's scheduler
 // must be the device's: at a save and at the end of its segment.
-void catch_up_scheduler(Loop& L) {
-  if (const std::optional<int64_t> steps = L.seg.protocol->end_segment())
-    L.scheduler->step(scheduler_increment(L) * *steps - L.scheduler->num_steps());
+void catch_up_scheduler(Loop& L, const HandOver& h) {
+  if (h.steps) L.scheduler->step(scheduler_increment(L) * *h.steps - L.scheduler->num_steps());
 }
 
 // `arm` takes over at 0-based `since` (`instrumented` false: its reads are not counted): its protocol, the schedule
@@ -115,28 +115,30 @@ void catch_up_scheduler(Loop& L) {
 void begin_segment(Loop& L, const Arm& arm, bool instrumented, int64_t since, const SavedWindow& window = {}) {
   L.seg.arm = &arm;
   L.ledger.set_counting(instrumented);
-  L.seg.protocol = select_protocol(arm, L.cfg, L.ledger, L.groups, L.rank, instrumented);
+  L.seg.protocol.reset();  // it reads the old segment's timers
+  L.seg.timers = std::make_unique<LoopTimers>(arm, L.cfg, L.ledger, L.groups, L.rank, instrumented);
+  L.seg.protocol = select_protocol(arm, L.cfg, L.ledger, L.groups, L.rank, *L.seg.timers);
   L.seg.since = since;
   L.instruments.tap(L.stage, &L.seg.arm);
   L.seg.schedule = select_schedule(L.stage.layout);
   L.seg.arm->mutated().schedule(L.seg.schedule);
   L.seg.protocol->begin_segment({*L.scheduler, scheduler_increment(L), L.next_iteration, L.cfg.train_iters, window});
-  L.driver->begin_segment(since);
-  L.seg.protocol->timers().start_interval(L.next_iteration + 1);
+  L.driver->begin_segment(since, *L.seg.timers);
+  L.seg.timers->start_interval(L.next_iteration + 1);
 }
 
 // The current arm's segment ends: the host's scheduler catches up with the device's count, the timers are drained.
 void end_segment(Loop& L) {
-  catch_up_scheduler(L);
-  L.result.timers.append(L.seg.protocol->finish());
+  catch_up_scheduler(L, L.seg.protocol->hand_over(std::nullopt));
+  L.result.timers.append(L.seg.timers->finish());
 }
 
 // The level-1 timers record events on the stream, through the driver (inside a replayed body at every replay).
 void timer_start(Loop& L, const char* name) {
-  L.driver->timer_action([&L, name] { L.seg.protocol->timers().start(name); });
+  L.driver->timer_action([&L, name] { L.seg.timers->start(name); });
 }
 void timer_stop(Loop& L, const char* name) {
-  L.driver->timer_action([&L, name] { L.seg.protocol->timers().stop(name); });
+  L.driver->timer_action([&L, name] { L.seg.timers->stop(name); });
 }
 
 // ---- checkpoints (checkpoint.h): Megatron's save_checkpoint and load_checkpoint ----
@@ -147,11 +149,11 @@ TrainState train_state(Loop& L) {
 // Megatron's save_checkpoint_and_time after `done`, the device's step count and log window so far handed over.
 void save(Loop& L, int64_t done) {
   ScopedSite site("checkpoint");
-  catch_up_scheduler(L);
-  const SavedWindow window = L.seg.protocol->open_window(done);
-  L.result.close(window.steps);  // the records since the last log point learn their steps' outcomes
-  L.seg.protocol->timers().time_save([&] {
-    save_train_state(L.cfg, L.rank, L.groups.world->size(), train_state(L), window, L.ledger, L.seg.arm->mutated());
+  const HandOver h = L.seg.protocol->hand_over(done);
+  catch_up_scheduler(L, h);
+  L.result.close(h.window.steps);  // the records since the last log point learn their steps' outcomes
+  L.seg.timers->time_save([&] {
+    save_train_state(L.cfg, L.rank, L.groups.world->size(), train_state(L), h.window, L.ledger, L.seg.arm->mutated());
   });
 }
 
@@ -431,7 +433,7 @@ int64_t TrainSession::iterations_done() const { return impl_->L.next_iteration; 
 
 RunResult TrainSession::finish() {
   Loop& L = impl_->L;
-  if (!impl_->captured_stop) L.result.timers.append(L.seg.protocol->finish());  // the last arm's timers, drained
+  if (!impl_->captured_stop) L.result.timers.append(L.seg.timers->finish());  // the last arm's timers, drained
   L.result.finish();  // records still open after the last log point commit as they stand
   L.result.final_param_checksum = L.instruments.checksum(L.stage.params);
   L.result.capture = L.instruments.capture_verdict();
