@@ -14,17 +14,17 @@ namespace {
 
 class ReplayDriver final : public StepDriver {
  public:
-  ReplayDriver(const RunConfig& cfg, std::unique_ptr<IterationGraph> graph, Ledger& ledger, RerunStateMachine& rerun,
-               Instruments& instruments, LoopStep loop)
-      : cfg_(cfg), graph_(std::move(graph)), ledger_(ledger), rerun_(rerun), instruments_(instruments),
-        loop_(std::move(loop)) {}
+  ReplayDriver(const RunConfig& cfg, std::unique_ptr<IterationGraph> graph, Ledger& ledger, Instruments& instruments,
+               BatchSource& batches)
+      : cfg_(cfg), graph_(std::move(graph)), ledger_(ledger), instruments_(instruments), batches_(batches) {}
 
   void begin_segment(int64_t since, LoopTimers& timers) override {
     graph_->reset();
     since_ = since;
     timers_ = &timers;
   }
-  StepOutcome step(LoopProtocol& protocol, int64_t iteration, bool log_point, IterationRecord& rec) override;
+  StepOutcome step(LoopProtocol& protocol, int64_t iteration, IterationRecord& rec, GraphState state,
+                   const StepFn& work) override;
   void timer_action(const std::function<void()>& action) override { in_body_ ? graph_->cut(action) : action(); }
   std::optional<LogOutputs> training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome& step,
                                          const IterationRecord& rec, bool may_trail) override;
@@ -48,9 +48,8 @@ class ReplayDriver final : public StepDriver {
   const RunConfig& cfg_;
   std::unique_ptr<IterationGraph> graph_;
   Ledger& ledger_;
-  RerunStateMachine& rerun_;
   Instruments& instruments_;
-  LoopStep loop_;
+  BatchSource& batches_;
   int64_t since_ = 0;
   LoopTimers* timers_ = nullptr;  // the segment's
   bool in_body_ = false;
@@ -75,16 +74,12 @@ void ReplayDriver::stage(Batch b) {
   }
 }
 
-// train_step's device work and the log inputs, captured once and replayed; the host's bookkeeping, the Trace's
-// checksums and a log point's read (training_log, from the captured inputs) stay outside.
-StepOutcome ReplayDriver::step(LoopProtocol& protocol, int64_t iteration, bool log_point, IterationRecord& rec) {
-  if (!replays(protocol, iteration)) return loop_.eager(iteration, log_point, rec);
-  ledger_.begin_iteration(iteration);
-  ScopedSite numerics("numerics");
-  rerun_.begin_iteration(iteration);
-  stage(loop_.batch(iteration));
-  const uint64_t before = loop_.checksum();  // forward-backward leaves them alone
-  GraphState state = loop_.state();
+// train_step's device work and the log inputs, captured once and replayed; the host's bookkeeping and a log point's
+// read (training_log, from the captured inputs) stay outside.
+StepOutcome ReplayDriver::step(LoopProtocol& protocol, int64_t iteration, IterationRecord& rec, GraphState state,
+                               const StepFn& work) {
+  if (!replays(protocol, iteration)) return work(nullptr);
+  stage(batches_.get(iteration));
   for (auto& e : protocol.replayable()->device_state()) state.push_back(std::move(e));
   for (size_t m = 0; m < batch_.microbatches.size(); ++m) {
     state.emplace_back(fmt::format("batch{}.tokens", m), batch_.microbatches[m].tokens);
@@ -97,14 +92,12 @@ StepOutcome ReplayDriver::step(LoopProtocol& protocol, int64_t iteration, bool l
       explicit InBody(bool& f) : flag(f) { flag = true; }
       ~InBody() { flag = false; }
     } in_body(in_body_);
-    Instruments::Quiet quiet(instruments_);  // a replay runs no host code: its checksums come around it
-    inputs_ = loop_.body(iteration, rec, batch_);
+    Instruments::Quiet quiet(instruments_);  // a replay runs no host code: the loop takes its checksums around it
+    inputs_ = *work(&batch_).inputs;
   }, state);
   timers_->stop("cuda-graph");
   if (!rec.schedule.empty()) schedule_ = rec.schedule;  // recorded where the body ran on the host
   rec.schedule = schedule_;
-  rec.param_checksum_before = before;  // the body's quiet checksums are zeros
-  rec.param_checksum_after = loop_.checksum();
   StepOutcome out;
   out.inputs = inputs_;
   out.replayed = true;
@@ -136,9 +129,8 @@ std::optional<LandedLog> ReplayDriver::land_trailing(LoopProtocol& protocol) {
 }  // namespace
 
 std::unique_ptr<StepDriver> make_replay_driver(const RunConfig& cfg, std::unique_ptr<IterationGraph> graph,
-                                               Ledger& ledger, RerunStateMachine& rerun, Instruments& instruments,
-                                               LoopStep loop) {
-  return std::make_unique<ReplayDriver>(cfg, std::move(graph), ledger, rerun, instruments, std::move(loop));
+                                               Ledger& ledger, Instruments& instruments, BatchSource& batches) {
+  return std::make_unique<ReplayDriver>(cfg, std::move(graph), ledger, instruments, batches);
 }
 
 }  // namespace loopgate

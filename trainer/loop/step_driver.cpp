@@ -9,18 +9,17 @@
 namespace loopgate {
 
 std::unique_ptr<StepDriver> make_replay_driver(const RunConfig& cfg, std::unique_ptr<IterationGraph> graph,
-                                               Ledger& ledger, RerunStateMachine& rerun, Instruments& instruments,
-                                               LoopStep loop);  // replay.cpp
+                                               Ledger& ledger, Instruments& instruments,
+                                               BatchSource& batches);  // replay.cpp
 
 namespace {
 
-// train_step at every iteration, training_log at once.
+// train_step's work at every iteration, training_log at once.
 class EagerDriver final : public StepDriver {
  public:
-  explicit EagerDriver(LoopStep loop) : loop_(std::move(loop)) {}
   void begin_segment(int64_t, LoopTimers&) override {}
-  StepOutcome step(LoopProtocol&, int64_t iteration, bool log_point, IterationRecord& rec) override {
-    return loop_.eager(iteration, log_point, rec);
+  StepOutcome step(LoopProtocol&, int64_t, IterationRecord&, GraphState, const StepFn& work) override {
+    return work(nullptr);
   }
   void timer_action(const std::function<void()>& action) override { action(); }
   std::optional<LogOutputs> training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome&,
@@ -30,21 +29,18 @@ class EagerDriver final : public StepDriver {
   std::optional<LandedLog> land_trailing(LoopProtocol&) override { return std::nullopt; }
   bool trailing() const override { return false; }
   GraphReport report() const override { return {}; }
-
- private:
-  LoopStep loop_;
 };
 
 }  // namespace
 
 std::unique_ptr<StepDriver> make_step_driver(const RunConfig& cfg, const Mutation& m, Ledger& ledger,
-                                             RerunStateMachine& rerun, Instruments& instruments, LoopStep loop) {
-  if (!cfg.cuda_graph_iteration) return std::make_unique<EagerDriver>(std::move(loop));
+                                             Instruments& instruments, BatchSource& batches) {
+  if (!cfg.cuda_graph_iteration) return std::make_unique<EagerDriver>();
   LG_INPUT_CHECK(!cfg.capture.enabled(), "--cuda-graph iteration and --capture-probe: one at a time");
   LG_INPUT_CHECK(!cfg.digests,
                  "--digests with --cuda-graph iteration: a replayed iteration runs no host code to digest it");
   std::unique_ptr<IterationGraph> graph = m.iteration_graph(make_iteration_graph(cfg.model.device.is_cuda()));
-  return make_replay_driver(cfg, std::move(graph), ledger, rerun, instruments, std::move(loop));
+  return make_replay_driver(cfg, std::move(graph), ledger, instruments, batches);
 }
 
 }  // namespace loopgate

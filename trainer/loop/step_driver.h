@@ -1,8 +1,9 @@
-// How the loop runs an iteration's step, chosen once per run: eagerly, train_step at every iteration; or replayed
-// (--cuda-graph iteration): while the arm's protocol reads nothing between log points (protocol.h Replayable), one
-// captured iteration replays, log points included, and a log point's read may trail the next replay. The replayed
-// driver owns the graph, its static batch, the captured iteration's log inputs and the trailing read, so the loop
-// asks no question about graphs.
+// How the loop runs an iteration's step, chosen once per run: eagerly, train_step's work at every iteration; or
+// replayed (--cuda-graph iteration): while the arm's protocol reads nothing between log points (protocol.h
+// Replayable), that work is captured once and replays, log points included, and a log point's read may trail the
+// next replay. train_step hands the driver its work as one callable (as Megatron's full-iteration graph wraps one);
+// the replayed driver owns the graph, its static batch, the captured iteration's log inputs and the trailing read,
+// so the loop asks no question about graphs.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -32,17 +33,17 @@ struct StepOutcome {
   bool replayed = false;            // a replay of the captured iteration: only its log points log
 };
 
-// The loop's own step, as a driver runs it (made once by the loop).
-struct LoopStep {
-  // train_step on the iteration's own batch.
-  std::function<StepOutcome(int64_t iteration, bool log_point, IterationRecord& rec)> eager;
-  // A replayed iteration's body: train_step on the graph's static batch as a non-log iteration, then what
-  // training_log would receive (Megatron's params norm, every iteration).
-  std::function<LogInputs(int64_t iteration, IterationRecord& rec, const Batch& staged)> body;
-  std::function<Batch(int64_t iteration)> batch;  // get_batch
-  std::function<GraphState()> state;              // the loop's persistent tensors a replay reads or writes
-  std::function<uint64_t()> checksum;             // the parameters' (the Trace's)
+// Megatron's get_batch, as the loop owns it: a replay copies each iteration's batch into the graph's static one.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual Batch get(int64_t iteration) = 0;  // 0-based
 };
+
+// train_step's work for one iteration, as a driver runs it. `staged` null: on the iteration's own batch. Else a
+// replayed iteration's body: on the graph's static batch, as a non-log iteration, with what training_log will receive
+// (computed on the device: Megatron's params norm, every iteration).
+using StepFn = std::function<StepOutcome(const Batch* staged)>;
 
 // A log point whose read trailed the next step, landed: its record and its outputs, for what follows training_log.
 struct LandedLog {
@@ -56,8 +57,10 @@ class StepDriver {
   // A segment of an arm begins at 0-based iteration `since`, with its `timers` (a graph holds the old arm's tensors:
   // it is dropped).
   virtual void begin_segment(int64_t since, LoopTimers& timers) = 0;
-  // The step of 0-based `iteration`.
-  virtual StepOutcome step(LoopProtocol& protocol, int64_t iteration, bool log_point, IterationRecord& rec) = 0;
+  // The step of 0-based `iteration`: `work(nullptr)` now, or replayed, `state` being the loop's persistent tensors a
+  // replay reads or writes (capture.h GraphState; the driver adds the protocol's and the static batch).
+  virtual StepOutcome step(LoopProtocol& protocol, int64_t iteration, IterationRecord& rec, GraphState state,
+                           const StepFn& work) = 0;
   // A level-1 timer's start or stop where train_step has it: now, or, inside a replayed body, at that point of every
   // replay (capture.h cut).
   virtual void timer_action(const std::function<void()>& action) = 0;
@@ -74,8 +77,9 @@ class StepDriver {
 };
 
 // Eager unless the run asks for --cuda-graph iteration; then the replayed driver, its graph made here (on a GPU the
-// run moves to the graph's stream: make it before the grad buffer's hooks exist) and handed through `m`.
+// run moves to the graph's stream: make it before the grad buffer's hooks exist) and handed through `m`, its batches
+// from `batches`.
 std::unique_ptr<StepDriver> make_step_driver(const RunConfig& cfg, const Mutation& m, Ledger& ledger,
-                                             RerunStateMachine& rerun, Instruments& instruments, LoopStep loop);
+                                             Instruments& instruments, BatchSource& batches);
 
 }  // namespace loopgate

@@ -38,6 +38,28 @@ struct Segment {
   int64_t since = 0;                       // 0-based: the segment's first iteration
 };
 
+// Megatron's get_batch: the host batch, then one pinned, non-blocking copy per tensor — no host sync. (A plain
+// .to(cuda) from pageable memory is a copy plus a stream synchronize: 8 unledgered syncs per iteration, caught by
+// CUPTI.)
+class Batches final : public BatchSource {
+ public:
+  Batches(const RunConfig& cfg, const Layout& layout, int rank) : cfg_(cfg), layout_(layout), rank_(rank) {}
+  std::unique_ptr<Upload> upload;  // the batch's host-to-device copies (async_copy.h), made in setup
+  Batch get(int64_t iteration) override {
+    Batch b = make_host_batch(cfg_.model, cfg_.data, layout_, rank_, iteration);
+    for (Microbatch& m : b.microbatches) {
+      m.tokens = upload->copy(m.tokens);
+      m.labels = upload->copy(m.labels);
+    }
+    return b;
+  }
+
+ private:
+  const RunConfig& cfg_;
+  const Layout& layout_;
+  int rank_;
+};
+
 // ---- state of one run on one rank ----
 struct Loop {
   const RunConfig& cfg;
@@ -46,13 +68,13 @@ struct Loop {
   ProcessGroups groups;     // the run's groups, as the instruments wrap them
   int rank;
   GptStage stage;
+  Batches batches;
   std::unique_ptr<GradBuffer> buffer;
   std::unique_ptr<Adam> adam;
   GradScalerPtr scaler;
   std::unique_ptr<OptimizerParamScheduler> scheduler;
   RerunStateMachine rerun;
   Segment seg;
-  std::unique_ptr<Upload> upload;      // the batch's host-to-device copies (async_copy.h)
   std::unique_ptr<StepDriver> driver;  // eager, or --cuda-graph iteration's replays (step_driver.h)
   int64_t consumed_samples = 0;
   int64_t next_iteration = 0;  // 0-based: iterations done so far
@@ -61,21 +83,10 @@ struct Loop {
 
   Loop(const RunConfig& c, const Arm& a, ProcessGroups& g, int r)
       : cfg(c), instruments(c, ledger), groups(instruments.wrap(g, r)), rank(r),
-        stage(gpt_build(c.model, Layout::build(groups.world->size(), c.layout), r, groups)), rerun(c.rerun),
+        stage(gpt_build(c.model, Layout::build(groups.world->size(), c.layout), r, groups)),
+        batches(c, stage.layout, r), rerun(c.rerun),
         seg{&a, nullptr, {}} {}
 };
-
-// Megatron's get_batch: the host batch, then one pinned, non-blocking copy per tensor — no host sync. (A plain
-// .to(cuda) from pageable memory is a copy plus a stream synchronize: 8 unledgered syncs per iteration, caught by
-// CUPTI.)
-Batch get_batch(Loop& L, int64_t iteration) {
-  Batch b = make_host_batch(L.cfg.model, L.cfg.data, L.stage.layout, L.rank, iteration);
-  for (Microbatch& m : b.microbatches) {
-    m.tokens = L.upload->copy(m.tokens);
-    m.labels = L.upload->copy(m.labels);
-  }
-  return b;
-}
 
 // ---- the grad-ready and loss hooks: fault injection, then the NaN check site ----
 ScheduleHooks make_hooks(Loop& L, int64_t iteration) {
@@ -212,19 +223,13 @@ LogInputs training_log_inputs(Loop& L, const StepOutcome& step, bool log_point, 
   return in;
 }
 
-// ---- train_step: Megatron training.py train_step, in its order ----
+// ---- train_step's work: Megatron training.py train_step, in its order ----
 // `staged`: the graph's static batch (a replayed iteration's body); null: this iteration's batch is made here.
-StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec, const Batch* staged) {
+StepOutcome step_work(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec, const Batch* staged) {
   StepOutcome out;
-  L.ledger.begin_iteration(iteration);
-  ScopedSite numerics("numerics");  // work outside any site: the numerics path, the same in every arm
-  L.rerun.begin_iteration(iteration);
-
-  rec.param_checksum_before = L.instruments.checksum(L.stage.params);  // forward-backward leaves them alone
-
   // ==== TRAINING SECTION: the numerics path, identical for every arm ====
   timer_start(L, "forward-backward");
-  const Batch batch = staged ? *staged : get_batch(L, iteration);
+  const Batch batch = staged ? *staged : L.batches.get(iteration);
   ForwardBackwardResult fb;
   L.instruments.region(iteration, "forward_backward", [&] {
     L.buffer->zero();
@@ -249,7 +254,7 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   if (out.skipped)
     rec.fault_verdicts.push_back({rec.iteration, VerdictPhase::kBeforeStep, action_name(out.decision.action)});
   if (out.decision.action == Decision::Action::kAbort) {
-    rec.param_checksum_after = rec.param_checksum_before;
+    rec.param_checksum_after = rec.param_checksum_before;  // no step
     return out;
   }
   rec.param_checksum_after = L.instruments.checksum(L.stage.params);
@@ -284,27 +289,31 @@ GraphState graph_state(const Loop& L) {
   return s;
 }
 
-// The run's step driver: the loop's own step, as the driver runs it.
-std::unique_ptr<StepDriver> make_driver(Loop& L) {
-  LoopStep step;
-  step.eager = [&L](int64_t it, bool log_point, IterationRecord& rec) {
-    return train_step(L, it, log_point, rec, nullptr);
-  };
-  step.body = [&L](int64_t it, IterationRecord& rec, const Batch& staged) {
-    return log_inputs(L, train_step(L, it, /*log_point=*/false, rec, &staged), /*log_point=*/false);
-  };
-  step.batch = [&L](int64_t it) { return get_batch(L, it); };
-  step.state = [&L] { return graph_state(L); };
-  step.checksum = [&L] { return L.instruments.checksum(L.stage.params); };
-  return make_step_driver(L.cfg, L.seg.arm->mutated(), L.ledger, L.rerun, L.instruments, std::move(step));
+// ---- train_step: Megatron training.py train_step ----
+// Its work runs through the driver: now, or replayed from a graph (as a non-log iteration that also computes
+// training_log's inputs on the device).
+StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationRecord& rec) {
+  L.ledger.begin_iteration(iteration);
+  ScopedSite numerics("numerics");  // work outside any site: the numerics path, the same in every arm
+  L.rerun.begin_iteration(iteration);
+  rec.param_checksum_before = L.instruments.checksum(L.stage.params);  // forward-backward leaves them alone
+  StepOutcome out = L.driver->step(*L.seg.protocol, iteration, rec, graph_state(L), [&](const Batch* staged) {
+    if (!staged) return step_work(L, iteration, log_point, rec, nullptr);
+    StepOutcome body = step_work(L, iteration, /*log_point=*/false, rec, staged);
+    body.inputs = log_inputs(L, body, /*log_point=*/false);
+    return body;
+  });
+  if (out.replayed) rec.param_checksum_after = L.instruments.checksum(L.stage.params);  // a replay runs no host code
+  return out;
 }
 
 // The optimizer side of the run: grad buffer, Adam, grad scaler, LR schedule (Megatron's setup_model_and_optimizer).
 void setup(Loop& L) {
   const RunConfig& cfg = L.cfg;
-  L.driver = make_driver(L);            // first, as the probe: the graph's stream before the grad buffer's hooks exist
+  // First, as the probe: the graph's stream before the grad buffer's hooks exist.
+  L.driver = make_step_driver(cfg, L.seg.arm->mutated(), L.ledger, L.instruments, L.batches);
   L.instruments.start_capture_probe();  // first: the run moves to its stream before the grad buffer's hooks exist
-  L.upload = L.seg.arm->mutated().batch_upload(
+  L.batches.upload = L.seg.arm->mutated().batch_upload(
       make_upload(L.ledger, cfg.model.device, cfg.async_emulation, cfg.stress, L.rank));
   GradBufferConfig bcfg;
   if (cfg.bucket_size > 0) bcfg.bucket_size = cfg.bucket_size;
@@ -357,7 +366,7 @@ void run_iterations(Loop& L, int64_t until) {
     IterationRecord rec;
     rec.iteration = done;
     rec.rank = L.rank;
-    StepOutcome step = L.driver->step(*L.seg.protocol, iteration, log_point, rec);
+    StepOutcome step = train_step(L, iteration, log_point, rec);
     if (L.seg.protocol->reads_between_log_points()) rec.skipped = step.skipped;  // else the device's, at its log point
     if (std::optional<LandedLog> prev = L.driver->land_trailing(*L.seg.protocol))  // the last log point's read
       if (!after_training_log(L, prev->rec, prev->log, /*log_point=*/true)) break;
