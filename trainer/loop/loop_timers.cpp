@@ -144,7 +144,9 @@ void LoopTimers::add_deferred_values(Bundle& b, int64_t iteration) {
   publish(now);
   closed_windows_.push_back({window_start_, iteration});
   window_start_ = iteration + 1;
-  switch (dynamic_cast<EventTimer&>(*timers_.at(kIntervalTimer)).shows()) {
+  const EventTimer* interval = timers_.at(kIntervalTimer)->event_timer();
+  LG_CHECK(interval != nullptr, "a deferred interval timer is an event timer");
+  switch (interval->shows()) {
     case EventTimer::Shows::kPreviewOfThisWindow:
       shown_window_ = closed_windows_.back();  // reported by the next log point
       break;
@@ -212,12 +214,12 @@ TimerSummary LoopTimers::finish() {
   TimerSummary out;
   for (const TimerInterval& t : reported_)
     if (t.name == kIntervalTimer) out.interval_total += t.seconds;
-  if (auto* ev = dynamic_cast<EventTimer*>(timers_.at(kIntervalTimer).get())) {
+  if (const EventTimer* ev = timers_.at(kIntervalTimer)->event_timer()) {
     out.first_report_waits = ev->first_report_waits();
     out.lag_waits = ev->lag_waits();
   }
   for (auto& [name, timer] : timers_)
-    if (auto* ev = dynamic_cast<EventTimer*>(timer.get()))
+    if (const EventTimer* ev = timer->event_timer())
       out.max_pending_events = std::max(out.max_pending_events, static_cast<int64_t>(ev->max_pending_seen()));
   if (lag_) out.event_lags = lag_->lags();
   for (auto& [name, timer] : timers_) out.timed[name] += timer->intervals_timed();

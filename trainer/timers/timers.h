@@ -31,6 +31,7 @@
 namespace loopgate {
 
 class Comm;
+class EventTimer;
 class Ledger;
 
 // ---- clocks ----
@@ -85,6 +86,9 @@ class Timer {
   // Intervals timed so far (each stop after a start, the drain's included): after the drain, every one of them
   // must have been reported, once.
   virtual int64_t intervals_timed() const = 0;
+  // The event timer this is, or wraps (a timer that wraps another forwards it): the loop reads an event timer's
+  // report form and waits through it. Null for a host timer.
+  virtual EventTimer* event_timer() { return nullptr; }
 };
 
 // ---- HostTimer (baseline) ----
@@ -207,6 +211,7 @@ class EventTimer : public Timer {
 
   std::vector<TimerInterval> drain() override;  // waits for every pending event (one blocking wait)
   int64_t intervals_timed() const override { return next_seq_; }
+  EventTimer* event_timer() override { return this; }
   Shows shows() const { return shows_; }
   bool last_was_preview() const { return shows_ == Shows::kPreviewOfThisWindow; }
   size_t pending_events() const { return pending_.size(); }
