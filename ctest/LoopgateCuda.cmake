@@ -37,6 +37,9 @@ endif()
 # walker (ctest/LoopgatePython.cmake: loopgate_py_stack, built against the Python that will run the user's program).
 function(loopgate_add_cupti_targets)
   add_library(loopgate_sync_inject SHARED ${PROJECT_SOURCE_DIR}/tools/cupti/sync_inject.cpp
+                                          ${PROJECT_SOURCE_DIR}/tools/cupti/sync_region.cpp
+                                          ${PROJECT_SOURCE_DIR}/tools/cupti/sync_sites.cpp
+                                          ${PROJECT_SOURCE_DIR}/tools/cupti/sync_report.cpp
                                           ${PROJECT_SOURCE_DIR}/tools/cupti/sync_kind.cpp
                                           ${PROJECT_SOURCE_DIR}/tools/cupti/alternating_iterations.cpp
                                           ${PROJECT_SOURCE_DIR}/trainer/measure/cupti_core.cpp)

@@ -30,9 +30,7 @@
 // which covers programs whose first NVTX call comes after CUDA starts. LOOPGATE_CUPTI_NVTX=0 leaves NVTX off
 // (`loopgate syncs` does, unless --nvtx: its iterations and sites come from Python).
 // One CUPTI subscriber per process: with this library loaded, the PyTorch profiler cannot subscribe.
-#include <cxxabi.h>
 #include <dlfcn.h>
-#include <execinfo.h>
 #include <unistd.h>
 #include <generated_nvtx_meta.h>
 #include <nvtx3/nvToolsExt.h>
@@ -42,16 +40,15 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <chrono>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <unordered_map>
-#include <vector>
 
 #include "tools/cupti/py_stack.h"
-#include "tools/cupti/alternating_iterations.h"
 #include "tools/cupti/sync_kind.h"
+#include "tools/cupti/sync_region.h"
+#include "tools/cupti/sync_report.h"
+#include "tools/cupti/sync_sites.h"
 #include "trainer/measure/cupti_core.h"
 #include "trainer/measure/sync_table_file.h"
 
@@ -65,24 +62,6 @@ using loopgate::cupti::CallKind;
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
-}
-
-std::vector<std::string> split_csv(const std::string& text) {
-  std::vector<std::string> out;
-  for (size_t pos = 0; !text.empty() && pos != std::string::npos;) {
-    const size_t next = text.find(',', pos);
-    std::string item = text.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
-    if (!item.empty()) out.push_back(item);
-    pos = next == std::string::npos ? next : next + 1;
-  }
-  return out;
-}
-
-// "%p" -> the pid, so each process of a job writes its own file.
-std::string per_process(std::string path) {
-  for (size_t at = path.find("%p"); at != std::string::npos; at = path.find("%p", at))
-    path.replace(at, 2, std::to_string(getpid()));
-  return path;
 }
 
 // The copy a thread issued last (sync_kind.h: a synchronize right after a device-to-host copy on the same stream is
@@ -135,91 +114,20 @@ loopgate::cupti::BlockingCall blocking_call(CUpti_CallbackId cbid, const void* p
   return BlockingCall::kStall;
 }
 
-// One row of the JSON: a site and kind, with the Python stack of its first sync.
-struct SiteInfo {
-  std::string site, kind;
-  std::vector<std::string> stack;
-};
-
+// The counter in this process: CUPTI's engine, the region and iterations (sync_region.h), where a call is charged
+// (sync_sites.h), and the files at exit (sync_report.h).
 struct Injection : loopgate::cupti::Hooks {
   loopgate::cupti::Engine engine;
-  std::string roi = env_or(loopgate::sync_file::kEnvRoi, "");
-  std::string iter_prefix = env_or(loopgate::sync_file::kEnvIterPrefix, "iteration");
-  std::vector<std::string> skip_libs;
-  std::vector<std::string> skip_python = {"/torch/", "loopgate_pyshim"};
-  int64_t roi_first = 0, roi_last = -1;  // ROI "iters:A-B"
-  std::atomic<int> roi_depth{0};
-  std::atomic<bool> profiler_on{false};
-  std::atomic<int64_t> iteration{0};
-  std::atomic<int64_t> iterations_seen{0};
-  // The overhead A/B (LOOPGATE_CUPTI_AB=1): whether the current marked iteration is counted, and the durations.
-  const bool alternate = env_or(loopgate::sync_file::kEnvOverheadAb, "") == "1";
-  std::atomic<bool> alternate_counted{true};
-  std::mutex ab_mu;
-  loopgate::cupti::AlternatingIterations ab;
-  std::mutex sym_mu;
-  std::unordered_map<void*, std::string> sym_cache;
-
-  std::mutex info_mu;
-  std::unordered_map<std::string, SiteInfo> site_info;  // keyed as the table is: "site  [kind]"
+  loopgate::cupti::SyncRegion region;
+  loopgate::cupti::SyncSites sites;
   std::string python_note;
-
-  bool iteration_roi() const { return roi_last >= roi_first && roi.rfind("iters:", 0) == 0; }
-  bool in_roi() const { return in_region() && (!alternate || alternate_counted.load()); }
-  bool in_region() const {
-    if (roi.empty()) return true;
-    if (roi == "profiler") return profiler_on.load();
-    if (iteration_roi()) {
-      const int64_t it = iteration.load();
-      return it >= roi_first && it <= roi_last;
-    }
-    return roi_depth.load() > 0;
-  }
-  bool nvtx_roi() const { return !roi.empty() && roi != "profiler" && !iteration_roi(); }
 
   // A marked iteration: the counter follows the marker alone (NVTX markers are then ignored).
   void marked_iteration(int64_t n) {
-    iteration.store(n);
-    if (alternate) {
-      const auto now_ms = [] {
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-      };
-      const bool region = in_region();
-      bool counted = false;
-      {
-        std::lock_guard<std::mutex> lock(ab_mu);
-        counted = ab.begin(n, region, now_ms());
-      }
-      alternate_counted.store(counted);
-      engine.set_driver_calls(counted || !region);  // an uncounted iteration runs without callbacks
-      std::lock_guard<std::mutex> lock(ab_mu);
-      ab.restart(now_ms());
-    }
-    if (in_roi()) iterations_seen.fetch_add(1);
+    if (const std::optional<bool> callbacks = region.begin_marked(n)) engine.set_driver_calls(*callbacks);
+    region.end_marked();
   }
 
-  // ---- NVTX: region, iterations, site stack ----
-  static thread_local std::vector<std::string> t_stack;
-
-  void push(const char* name) {
-    std::string n = name ? name : "";  // an unnamed range (NCCL's own) names no site
-    if (nvtx_roi() && n == roi) roi_depth.fetch_add(1);
-    if (!n.empty() && n.rfind(iter_prefix, 0) == 0) begin_iteration();
-    t_stack.push_back(std::move(n));
-  }
-  void pop() {
-    if (t_stack.empty()) return;
-    if (nvtx_roi() && t_stack.back() == roi) roi_depth.fetch_sub(1);
-    t_stack.pop_back();
-  }
-  void mark(const char* name) {
-    if (name && std::string(name).rfind(iter_prefix, 0) == 0) begin_iteration();
-  }
-  void begin_iteration() {
-    if (g_marked_iterations.load() > 0) return;  // the function marker counts iterations
-    if (!in_roi()) return;  // iteration markers outside the region do not count
-    iteration.store(iterations_seen.fetch_add(1) + 1);
-  }
   static const char* ascii(const nvtxEventAttributes_t* a) {
     return a && a->messageType == NVTX_MESSAGE_TYPE_ASCII ? a->message.ascii : nullptr;
   }
@@ -227,6 +135,9 @@ struct Injection : loopgate::cupti::Hooks {
   void on_nvtx(CUpti_CallbackId cbid, const void* data) override {
     const auto* d = static_cast<const CUpti_NvtxData*>(data);
     const void* p = d->functionParams;
+    const bool markers = g_marked_iterations.load() > 0;
+    const auto push = [&](const char* name) { region.push(name, markers); };
+    const auto mark = [&](const char* name) { region.mark(name, markers); };
     switch (cbid) {
       case CUPTI_CBID_NVTX_nvtxRangePushA: push(static_cast<const nvtxRangePushA_params*>(p)->message); break;
       case CUPTI_CBID_NVTX_nvtxRangePushEx: push(ascii(static_cast<const nvtxRangePushEx_params*>(p)->eventAttrib)); break;
@@ -234,7 +145,7 @@ struct Injection : loopgate::cupti::Hooks {
         push(ascii(static_cast<const nvtxDomainRangePushEx_params*>(p)->core.eventAttrib));
         break;
       case CUPTI_CBID_NVTX_nvtxRangePop:
-      case CUPTI_CBID_NVTX_nvtxDomainRangePop: pop(); break;
+      case CUPTI_CBID_NVTX_nvtxDomainRangePop: region.pop(); break;
       case CUPTI_CBID_NVTX_nvtxMarkA: mark(static_cast<const nvtxMarkA_params*>(p)->message); break;
       case CUPTI_CBID_NVTX_nvtxMarkEx: mark(ascii(static_cast<const nvtxMarkEx_params*>(p)->eventAttrib)); break;
       case CUPTI_CBID_NVTX_nvtxDomainMarkEx:
@@ -248,57 +159,7 @@ struct Injection : loopgate::cupti::Hooks {
     }
   }
 
-  void on_profiler(bool start) override { profiler_on.store(start); }
-
-  // ---- attribution ----
-
-  std::string innermost_range() const {
-    for (auto it = t_stack.rbegin(); it != t_stack.rend(); ++it) {
-      if (it->empty() || (!roi.empty() && *it == roi)) continue;
-      if (it->rfind(iter_prefix, 0) == 0) continue;
-      return *it;
-    }
-    return "";
-  }
-
-  bool skipped_library(const char* path) const {
-    if (path == nullptr) return true;
-    static const char* kSkip[] = {"libcuda.so", "libcudart", "libcupti", "loopgate_sync_inject"};
-    for (const char* s : kSkip)
-      if (std::strstr(path, s)) return true;
-    for (const std::string& s : skip_libs)
-      if (std::strstr(path, s.c_str())) return true;
-    return false;
-  }
-
-  std::string calling_frame() {
-    void* frames[48];
-    int n = backtrace(frames, 48);
-    for (int i = 1; i < n; ++i) {
-      Dl_info info{};
-      if (dladdr(frames[i], &info) == 0 || skipped_library(info.dli_fname)) continue;
-      std::lock_guard<std::mutex> lock(sym_mu);
-      auto hit = sym_cache.find(frames[i]);
-      if (hit != sym_cache.end()) return hit->second;
-      std::string name;
-      if (info.dli_sname) {
-        int status = 0;
-        char* dem = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-        name = status == 0 && dem ? dem : info.dli_sname;
-        std::free(dem);
-        if (name.size() > 90) name = name.substr(0, 87) + "...";
-      } else {
-        const char* base = info.dli_fname ? std::strrchr(info.dli_fname, '/') : nullptr;
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "+0x%lx",
-                      static_cast<unsigned long>(static_cast<char*>(frames[i]) - static_cast<char*>(info.dli_fbase)));
-        name = std::string(base ? base + 1 : "?") + buf;
-      }
-      sym_cache.emplace(frames[i], name);
-      return name;
-    }
-    return "(unknown frame)";
-  }
+  void on_profiler(bool start) override { region.set_profiler(start); }
 
   void on_driver_call(CUpti_CallbackId cbid, const void* params, CallKind kind) override {
     const char* name = nullptr;
@@ -309,128 +170,44 @@ struct Injection : loopgate::cupti::Hooks {
   }
 
   bool attribute(CallKind kind, double ms, int64_t* it, std::string* site) override {
-    if (!in_roi() || t_uncharged) return false;
-    *it = iteration.load();
+    if (!region.in_roi() || t_uncharged) return false;
+    *it = region.iteration();
     const bool matters = kind != CallKind::kOther || ms >= engine.slow_call_ms();
-    if (!matters) {
-      *site = "(other driver calls)";
-      return true;
-    }
-    const bool python = loopgate::pystack::innermost_site(skip_python, site);
-    if (!python) {
-      *site = innermost_range();
-      if (site->empty()) *site = calling_frame();
-    }
-    const std::string key = *site + "  [" + t_kind + "]";
-    {
-      // The whole stack only for a site not seen before: the JSON keeps one stack per site.
-      std::lock_guard<std::mutex> lock(info_mu);
-      if (site_info.find(key) == site_info.end()) {
-        std::vector<std::string> stack;
-        if (python)
-          for (const loopgate::pystack::Frame& f : loopgate::pystack::current_frames())
-            stack.push_back(loopgate::pystack::site_text(f));
-        site_info[key] = SiteInfo{*site, t_kind, std::move(stack)};
-      }
-    }
-    *site = key;
+    *site = matters ? sites.charge(t_kind, region) : "(other driver calls)";
     return true;
   }
 
-  nlohmann::json json_report(const loopgate::SyncTable& table, const std::string& region) {
-    std::map<std::string, loopgate::sync_file::SiteRow> rows;
-    for (const auto& [iter, by_site] : table)
-      for (const auto& [key, t] : by_site) {
-        if (t.syncs() + t.pageable_async + t.stalls == 0) continue;
-        loopgate::sync_file::SiteRow& r = rows[key];
-        if (!r.counter_columns) {
-          std::lock_guard<std::mutex> lock(info_mu);
-          const SiteInfo& info = site_info[key];
-          r.site = info.site;
-          r.kind = info.kind;
-          r.stack = info.stack;
-          r.counter_columns = true;
-        }
-        r.per_iteration[iter] = t.syncs() + t.pageable_async + t.stalls;
-        r.syncs += t.syncs();
-        r.pageable += t.pageable_async;
-        r.stalls += t.stalls;
-        r.blocked_ms += t.sync_ms;
-      }
-    loopgate::sync_file::ProcessTable out;
-    out.pid = static_cast<int>(getpid());
-    out.region = region;
-    out.iterations_seen = iterations_seen.load();
-    for (const auto& [iter, by_site] : table) out.iterations.push_back(iter);
-    out.python = python_note.empty() ? "read" : python_note;
-    for (auto& [key, r] : rows) out.sites.push_back(std::move(r));
-    out.overhead_ab = alternate ? ab_json() : nlohmann::json(nullptr);
-    return loopgate::sync_file::to_json(out);
-  }
-  nlohmann::json ab_json() {
-    std::lock_guard<std::mutex> lock(ab_mu);
-    return ab.json();
-  }
-
   void report() {
+    using namespace loopgate::cupti;
     engine.set_paused(true);
     loopgate::SyncTable table = engine.table();
-    std::string region = roi.empty()           ? "whole process"
-                         : roi == "profiler"   ? "cuProfilerStart..Stop"
-                         : iteration_roi()     ? "marked iterations " + std::to_string(roi_first) + "-" + std::to_string(roi_last)
-                                               : "NVTX range \"" + roi + "\"";
+    const std::string where = region.describe();
     bool counted = false;
     for (const auto& [iter, by_site] : table)
       for (const auto& [key, t] : by_site) counted = counted || t.syncs() + t.pageable_async + t.stalls > 0;
     if (!counted) {  // a helper process (a data loader, a compiler) or a region that never opened
       std::fprintf(stderr, "loopgate-cupti: pid %d counted no host sync in its region (%s); no table written\n",
-                   static_cast<int>(getpid()), region.c_str());
+                   static_cast<int>(getpid()), where.c_str());
       return;
     }
+    const std::string python = python_note.empty() ? "read" : python_note;
     char title[640];
     std::snprintf(title, sizeof title,
                   "loopgate-cupti: host syncs per iteration per call site (pid %d; region: %s; iterations: %s, %lld "
                   "seen; Python sites: %s; stalls: other calls >= %.3f ms)",
-                  static_cast<int>(getpid()), region.c_str(),
-                  g_marked_iterations.load() > 0 ? "marked function" : ("NVTX \"" + iter_prefix + "*\"").c_str(),
-                  static_cast<long long>(iterations_seen.load()), python_note.empty() ? "read" : python_note.c_str(),
-                  engine.slow_call_ms());
+                  static_cast<int>(getpid()), where.c_str(),
+                  g_marked_iterations.load() > 0 ? "marked function"
+                                                 : ("NVTX \"" + region.iteration_prefix() + "*\"").c_str(),
+                  static_cast<long long>(region.iterations_seen()), python.c_str(), engine.slow_call_ms());
     std::string text = loopgate::format_sync_table(table, title, {}, 16);
     text += loopgate::format_driver_calls(engine.driver_calls(), 14);
-    std::string out = per_process(env_or(loopgate::sync_file::kEnvText, ""));
-    FILE* f = out.empty() ? stderr : std::fopen(out.c_str(), "a");
-    if (f == nullptr) f = stderr;
-    std::fputs(text.c_str(), f);
-    if (f != stderr) std::fclose(f);
-    std::string json = per_process(env_or(loopgate::sync_file::kEnvJson, ""));
-    if (!json.empty()) {
-      std::FILE* j = std::fopen(json.c_str(), "w");
-      if (j) {
-        std::fputs(json_report(table, region).dump(1).c_str(), j);
-        std::fputs("\n", j);
-        std::fclose(j);
-      }
-    }
-    std::string csv = per_process(env_or(loopgate::sync_file::kEnvCsv, ""));
-    if (!csv.empty()) {
-      FILE* c = std::fopen(csv.c_str(), "w");
-      if (c) {
-        std::fprintf(c, "iteration,site,synchronizes,sync_memcpys,pageable_async,stalls,driver_calls,blocked_ms,"
-                        "sync_ms,max_call_ms,slowest_call\n");
-        for (const auto& [iter, sites] : table)
-          for (const auto& [s, t] : sites)
-            std::fprintf(c, "%lld,\"%s\",%lld,%lld,%lld,%lld,%lld,%.4f,%.4f,%.4f,%s\n", static_cast<long long>(iter),
-                         s.c_str(), static_cast<long long>(t.synchronizes), static_cast<long long>(t.sync_memcpys),
-                         static_cast<long long>(t.pageable_async), static_cast<long long>(t.stalls),
-                         static_cast<long long>(t.driver_calls), t.blocked_ms, t.sync_ms, t.max_call_ms,
-                         t.slowest_call.c_str());
-        std::fclose(c);
-      }
-    }
+    write_text(per_process(env_or(loopgate::sync_file::kEnvText, "")), text);
+    const ProcessFacts facts{where, region.iterations_seen(), python, region.overhead_ab()};
+    const std::string json = per_process(env_or(loopgate::sync_file::kEnvJson, ""));
+    if (!json.empty()) write_json(json, process_json(table, facts, sites));
+    write_csv(per_process(env_or(loopgate::sync_file::kEnvCsv, "")), table);
   }
 };
-
-thread_local std::vector<std::string> Injection::t_stack;
 
 Injection* g_injection = nullptr;
 std::mutex g_init_mu;
@@ -451,24 +228,17 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   if (nvtx && dladdr(reinterpret_cast<void*>(&cuptiSubscribe_v2), &cupti_lib) != 0 && cupti_lib.dli_fname)
     setenv("NVTX_INJECTION64_PATH", cupti_lib.dli_fname, /*overwrite=*/0);
   auto* inj = new Injection();  // never freed: callbacks may run during process teardown
-  inj->skip_libs = split_csv(env_or(loopgate::sync_file::kEnvSkipLibs, ""));
-  for (const std::string& s : split_csv(env_or(loopgate::sync_file::kEnvSkipPython, ""))) inj->skip_python.push_back(s);
-  if (inj->roi.rfind("iters:", 0) == 0) {
-    long long a = 0, b = -1;
-    if (std::sscanf(inj->roi.c_str() + 6, "%lld-%lld", &a, &b) != 2 || a < 1 || b < a) {
-      std::fprintf(stderr, "loopgate-cupti: LOOPGATE_CUPTI_ROI '%s': expected iters:A-B with 1 <= A <= B\n",
-                   inj->roi.c_str());
-      delete inj;
-      return 0;
-    }
-    inj->roi_first = a;
-    inj->roi_last = b;
+  std::string why;
+  if (!inj->region.configure(&why)) {
+    std::fprintf(stderr, "loopgate-cupti: %s\n", why.c_str());
+    delete inj;
+    return 0;
   }
+  inj->sites.configure();
   inj->python_note = loopgate::pystack::unavailable_reason();
   inj->engine.set_slow_call_us(loopgate::cupti::slow_call_us_from_env());
   if (env_or(loopgate::sync_file::kEnvAllCalls, "") != "1")
     inj->engine.set_counted_calls_only(env_or(loopgate::sync_file::kEnvLaunches, "") == "1");
-  std::string why;
   if (!inj->engine.start("loopgate-sync-inject", inj, /*want_nvtx=*/nvtx, &why)) {
     std::fprintf(stderr, "loopgate-cupti: cannot count syncs in this process: %s\n", why.c_str());
     delete inj;
