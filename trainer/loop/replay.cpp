@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "trainer/common/error.h"
+#include "trainer/loop/batches.h"
 #include "trainer/loop/instruments.h"
 #include "trainer/loop/mutation.h"
 #include "trainer/loop/step_driver.h"
@@ -15,7 +16,7 @@ namespace {
 class ReplayDriver final : public StepDriver {
  public:
   ReplayDriver(const RunConfig& cfg, std::unique_ptr<IterationGraph> graph, Ledger& ledger, Instruments& instruments,
-               BatchSource& batches)
+               Batches& batches)
       : cfg_(cfg), graph_(std::move(graph)), ledger_(ledger), instruments_(instruments), batches_(batches) {}
 
   void begin_segment(int64_t since, LoopTimers& timers) override {
@@ -49,7 +50,7 @@ class ReplayDriver final : public StepDriver {
   std::unique_ptr<IterationGraph> graph_;
   Ledger& ledger_;
   Instruments& instruments_;
-  BatchSource& batches_;
+  Batches& batches_;
   int64_t since_ = 0;
   LoopTimers* timers_ = nullptr;  // the segment's
   bool in_body_ = false;
@@ -129,7 +130,7 @@ std::optional<LandedLog> ReplayDriver::land_trailing(LoopProtocol& protocol) {
 }  // namespace
 
 std::unique_ptr<StepDriver> make_replay_driver(const RunConfig& cfg, std::unique_ptr<IterationGraph> graph,
-                                               Ledger& ledger, Instruments& instruments, BatchSource& batches) {
+                                               Ledger& ledger, Instruments& instruments, Batches& batches) {
   return std::make_unique<ReplayDriver>(cfg, std::move(graph), ledger, instruments, batches);
 }
 

@@ -10,7 +10,7 @@ namespace loopgate {
 
 std::unique_ptr<StepDriver> make_replay_driver(const RunConfig& cfg, std::unique_ptr<IterationGraph> graph,
                                                Ledger& ledger, Instruments& instruments,
-                                               BatchSource& batches);  // replay.cpp
+                                               Batches& batches);  // replay.cpp
 
 namespace {
 
@@ -34,7 +34,7 @@ class EagerDriver final : public StepDriver {
 }  // namespace
 
 std::unique_ptr<StepDriver> make_step_driver(const RunConfig& cfg, const Mutation& m, Ledger& ledger,
-                                             Instruments& instruments, BatchSource& batches) {
+                                             Instruments& instruments, Batches& batches) {
   if (!cfg.cuda_graph_iteration) return std::make_unique<EagerDriver>();
   LG_INPUT_CHECK(!cfg.capture.enabled(), "--cuda-graph iteration and --capture-probe: one at a time");
   LG_INPUT_CHECK(!cfg.digests,

@@ -19,6 +19,7 @@
 
 namespace loopgate {
 
+class Batches;
 class Instruments;
 class Ledger;
 class Mutation;
@@ -31,13 +32,6 @@ struct StepOutcome {
   Decision decision;
   std::optional<LogInputs> inputs;  // training_log's inputs, computed once (a family may read them with the step)
   bool replayed = false;            // a replay of the captured iteration: only its log points log
-};
-
-// Megatron's get_batch, as the loop owns it: a replay copies each iteration's batch into the graph's static one.
-class BatchSource {
- public:
-  virtual ~BatchSource() = default;
-  virtual Batch get(int64_t iteration) = 0;  // 0-based
 };
 
 // train_step's work for one iteration, as a driver runs it. `staged` null: on the iteration's own batch. Else a
@@ -80,6 +74,6 @@ class StepDriver {
 // run moves to the graph's stream: make it before the grad buffer's hooks exist) and handed through `m`, its batches
 // from `batches`.
 std::unique_ptr<StepDriver> make_step_driver(const RunConfig& cfg, const Mutation& m, Ledger& ledger,
-                                             Instruments& instruments, BatchSource& batches);
+                                             Instruments& instruments, Batches& batches);
 
 }  // namespace loopgate

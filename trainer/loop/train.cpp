@@ -13,6 +13,7 @@
 
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
+#include "trainer/loop/batches.h"
 #include "trainer/loop/checkpoint.h"
 #include "trainer/loop/instruments.h"
 #include "trainer/loop/mutation.h"
@@ -38,28 +39,6 @@ struct Segment {
   int64_t since = 0;                       // 0-based: the segment's first iteration
 };
 
-// Megatron's get_batch: the host batch, then one pinned, non-blocking copy per tensor — no host sync. (A plain
-// .to(cuda) from pageable memory is a copy plus a stream synchronize: 8 unledgered syncs per iteration, caught by
-// CUPTI.)
-class Batches final : public BatchSource {
- public:
-  Batches(const RunConfig& cfg, const Layout& layout, int rank) : cfg_(cfg), layout_(layout), rank_(rank) {}
-  std::unique_ptr<Upload> upload;  // the batch's host-to-device copies (async_copy.h), made in setup
-  Batch get(int64_t iteration) override {
-    Batch b = make_host_batch(cfg_.model, cfg_.data, layout_, rank_, iteration);
-    for (Microbatch& m : b.microbatches) {
-      m.tokens = upload->copy(m.tokens);
-      m.labels = upload->copy(m.labels);
-    }
-    return b;
-  }
-
- private:
-  const RunConfig& cfg_;
-  const Layout& layout_;
-  int rank_;
-};
-
 // ---- state of one run on one rank ----
 struct Loop {
   const RunConfig& cfg;
@@ -68,7 +47,7 @@ struct Loop {
   ProcessGroups groups;     // the run's groups, as the instruments wrap them
   int rank;
   GptStage stage;
-  Batches batches;
+  Batches batches;  // Megatron's get_batch (batches.h)
   std::unique_ptr<GradBuffer> buffer;
   std::unique_ptr<Adam> adam;
   GradScalerPtr scaler;
