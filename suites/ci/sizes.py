@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""sizes.py SRC_DIR [--doc DOC [--update | --plant]]: the code's sizes as docs/architecture.md prints them, between its
-`sizes:begin` and `sizes:end` markers. Without --doc: print the block. With --doc: fail when the doc's block differs
-(a size changed and the doc was not regenerated); --update rewrites the block instead (then commit the doc);
---plant changes one figure of the code's block, which must then fail.
+"""sizes.py SRC_DIR [--at COMMIT | --doc DOC [--update | --plant]]: the code's sizes as docs/architecture.md prints
+them, between its `sizes:begin` and `sizes:end` markers. Without --doc: print the block (--at: of the tracked files at
+COMMIT, for a before-and-after figure). With --doc: fail when the doc's block differs (a size changed and the doc was
+not regenerated); --update rewrites the block instead (then commit the doc); --plant changes one figure of the code's
+block, which must then fail.
 
 Counted over tracked `.h`, `.cpp` and `.cu` files: lines per folder, the largest files, and the largest functions
 (a definition starts at column 0 and ends at the first `}` at column 0 after it; lambdas and members defined inside
 a class count with their enclosing definition). The loop's seams: `train.cpp`'s lines, `struct Loop`'s data members,
-`Mutation`'s and `LoopProtocol`'s virtual methods (destructors left out)."""
+`Mutation`'s and `LoopProtocol`'s virtual methods (destructors left out); the window code, the families, the step
+driver and the planted defects' seam files; the tracked bytes under results/."""
 import re
 import subprocess
 import sys
@@ -17,9 +19,17 @@ FOLDERS = ["trainer/common", "trainer/parallel", "trainer/model", "trainer/measu
            "trainer/timers", "trainer/optim", "trainer/pipeline", "trainer/loop", "fixtures", "tools", "suites"]
 
 
-def sources(src):
-    out = subprocess.run(["git", "-C", str(src), "ls-files"], capture_output=True, text=True, check=True).stdout
+def git(src, *args):
+    return subprocess.run(["git", "-C", str(src), *args], capture_output=True, text=True, check=True).stdout
+
+
+def sources(src, at=None):
+    out = git(src, "ls-tree", "-r", "--name-only", at) if at else git(src, "ls-files")
     return [f for f in out.split() if re.search(r"\.(h|cpp|cu)$", f)]
+
+
+def read(src, f, at=None):
+    return git(src, "show", f"{at}:{f}") if at else (src / f).read_text(encoding="utf-8")
 
 
 def functions(text):
@@ -65,9 +75,16 @@ def virtuals(text, opener):
     return sum(1 for line in block_members(text, opener) if re.match(r"\s*virtual\s", line) and "~" not in line)
 
 
-def block(src):
-    files = sources(src)
-    text = {f: (src / f).read_text(encoding="utf-8") for f in files}
+def results_bytes(src, at=None):
+    """Bytes of the tracked files under results/: at COMMIT from git, else as they are on disk."""
+    if at:
+        return sum(int(line.split()[3]) for line in git(src, "ls-tree", "-r", "-l", at, "results").splitlines())
+    return sum((src / f).stat().st_size for f in git(src, "ls-files", "results").split() if (src / f).exists())
+
+
+def block(src, at=None):
+    files = sources(src, at)
+    text = {f: read(src, f, at) for f in files}
     n = {f: len(text[f].splitlines()) for f in files}
     rows = ["| folder | files | lines |", "|---|---|---|"]
     for d in FOLDERS:
@@ -86,13 +103,27 @@ def block(src):
     out.append(f"The loop's seams: `{loop}` {n[loop]} lines; `Loop` {loop_members(text[loop])} data members; "
                f"`Mutation` {virtuals(text['trainer/loop/mutation.h'], 'class Mutation {')} virtual points; "
                f"`LoopProtocol` {virtuals(text['trainer/loop/protocol.h'], 'class LoopProtocol {')} virtual methods.")
+    window = [f for f in files if re.match(r"trainer/loop/(log_window|log_point|run_result)\.(h|cpp)$", f)]
+    counters = sum(len(re.findall(r"int64_t advanced_?\b", text[f])) for f in files if f.startswith("trainer/loop/"))
+    families = [f for f in files if re.match(r"trainer/loop/protocol_\w+\.cpp$", f)]
+    mutations = [f for f in files if re.match(r"fixtures/defects/mutations(_\w+)?\.cpp$", f)]
+    driver = "trainer/loop/step_driver.h"
+    out.append("")
+    out.append(f"The window code (`log_window`, `log_point`, `run_result`, .h and .cpp): {sum(n[f] for f in window)} "
+               f"lines in {len(window)} files; the three families (`protocol_*.cpp`) {sum(n[f] for f in families)} lines; "
+               f"{counters} declaration(s) of the window's counters in `trainer/loop`. "
+               f"`{driver}`: `StepDriver` {virtuals(text[driver], 'class StepDriver {')} virtual methods, "
+               f"{text[driver].count('std::function<')} `std::function` types. "
+               f"`fixtures/defects/mutations*.cpp`: {sum(n[f] for f in mutations)} lines in {len(mutations)} files.")
+    out.append("")
+    out.append(f"Tracked `results/` (the raw logs the docs cite): {results_bytes(src, at) / 1e6:.2f} MB.")
     out += ["", "<!-- sizes:end -->"]
     return "\n".join(out)
 
 
 def main():
     src = Path(sys.argv[1]).resolve()
-    now = block(src)
+    now = block(src, sys.argv[sys.argv.index("--at") + 1] if "--at" in sys.argv else None)
     if "--plant" in sys.argv:  # the check's own power: a size the doc does not hold must fail it
         now = now.replace(" lines; `Loop`", "1 lines; `Loop`")
     if "--doc" not in sys.argv:
