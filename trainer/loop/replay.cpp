@@ -24,8 +24,8 @@ class ReplayDriver final : public StepDriver {
     since_ = since;
     timers_ = &timers;
   }
-  StepOutcome step(LoopProtocol& protocol, int64_t iteration, IterationRecord& rec, GraphState state,
-                   const StepFn& work) override;
+  StepOutcome step(LoopProtocol& protocol, int64_t iteration, IterationRecord& rec,
+                   const std::function<GraphState()>& loop_state, const StepFn& work) override;
   void timer_action(const std::function<void()>& action) override { in_body_ ? graph_->cut(action) : action(); }
   std::optional<LogOutputs> training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome& step,
                                          const IterationRecord& rec, bool may_trail) override;
@@ -77,9 +77,10 @@ void ReplayDriver::stage(Batch b) {
 
 // train_step's device work and the log inputs, captured once and replayed; the host's bookkeeping and a log point's
 // read (training_log, from the captured inputs) stay outside.
-StepOutcome ReplayDriver::step(LoopProtocol& protocol, int64_t iteration, IterationRecord& rec, GraphState state,
-                               const StepFn& work) {
+StepOutcome ReplayDriver::step(LoopProtocol& protocol, int64_t iteration, IterationRecord& rec,
+                               const std::function<GraphState()>& loop_state, const StepFn& work) {
   if (!replays(protocol, iteration)) return work(nullptr);
+  GraphState state = loop_state();
   stage(batches_.get(iteration));
   for (auto& e : protocol.replayable()->device_state()) state.push_back(std::move(e));
   for (size_t m = 0; m < batch_.microbatches.size(); ++m) {

@@ -18,7 +18,8 @@ namespace {
 class EagerDriver final : public StepDriver {
  public:
   void begin_segment(int64_t, LoopTimers&) override {}
-  StepOutcome step(LoopProtocol&, int64_t, IterationRecord&, GraphState, const StepFn& work) override {
+  StepOutcome step(LoopProtocol&, int64_t, IterationRecord&, const std::function<GraphState()>&,
+                   const StepFn& work) override {
     return work(nullptr);
   }
   void timer_action(const std::function<void()>& action) override { action(); }

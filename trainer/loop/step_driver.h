@@ -51,10 +51,11 @@ class StepDriver {
   // A segment of an arm begins at 0-based iteration `since`, with its `timers` (a graph holds the old arm's tensors:
   // it is dropped).
   virtual void begin_segment(int64_t since, LoopTimers& timers) = 0;
-  // The step of 0-based `iteration`: `work(nullptr)` now, or replayed, `state` being the loop's persistent tensors a
-  // replay reads or writes (capture.h GraphState; the driver adds the protocol's and the static batch).
-  virtual StepOutcome step(LoopProtocol& protocol, int64_t iteration, IterationRecord& rec, GraphState state,
-                           const StepFn& work) = 0;
+  // The step of 0-based `iteration`: `work(nullptr)` now, or replayed, `state` giving the loop's persistent tensors
+  // a replay reads or writes (capture.h GraphState; asked only by a replay, which adds the protocol's and the static
+  // batch).
+  virtual StepOutcome step(LoopProtocol& protocol, int64_t iteration, IterationRecord& rec,
+                           const std::function<GraphState()>& state, const StepFn& work) = 0;
   // A level-1 timer's start or stop where train_step has it: now, or, inside a replayed body, at that point of every
   // replay (capture.h cut).
   virtual void timer_action(const std::function<void()>& action) = 0;

@@ -276,7 +276,8 @@ StepOutcome train_step(Loop& L, int64_t iteration, bool log_point, IterationReco
   ScopedSite numerics("numerics");  // work outside any site: the numerics path, the same in every arm
   L.rerun.begin_iteration(iteration);
   rec.param_checksum_before = L.instruments.checksum(L.stage.params);  // forward-backward leaves them alone
-  StepOutcome out = L.driver->step(*L.seg.protocol, iteration, rec, graph_state(L), [&](const Batch* staged) {
+  const auto state = [&L] { return graph_state(L); };  // made only where a replay asks (names per tensor)
+  StepOutcome out = L.driver->step(*L.seg.protocol, iteration, rec, state, [&](const Batch* staged) {
     if (!staged) return step_work(L, iteration, log_point, rec, nullptr);
     StepOutcome body = step_work(L, iteration, /*log_point=*/false, rec, staged);
     body.inputs = log_inputs(L, body, /*log_point=*/false);
