@@ -18,6 +18,7 @@
 #include "suites/bench/bookkeeping.h"
 #include "suites/bench/host_forms.h"
 #include "suites/bench/step_bench.h"
+#include "suites/bench/trace_gather.h"
 #include "tools/loopgate/gpu.h"
 #include "tools/loopgate/validate.h"
 #include "trainer/common/error.h"
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
   try {
     register_step_benchmarks(cases, flags, rank);
     register_bookkeeping_benchmarks(/*reads_per_iteration=*/56);  // the baseline's on single (docs/performance.md)
+    register_trace_gather_benchmarks();
     const bool host_forms = loopgate::gpu_flags().device == "cuda" && register_host_form_benchmarks();
     benchmark::AddCustomContext("loopgate_world", std::to_string(size));
     benchmark::AddCustomContext("loopgate_device", loopgate::gpu_flags().device);

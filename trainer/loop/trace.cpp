@@ -363,6 +363,18 @@ void write_trace(const Trace& t, const std::string& path) {
   LG_INPUT_CHECK(f.good(), "writing trace to '{}' failed", path);
 }
 
+std::vector<uint8_t> trace_to_wire(const Trace& t) { return nlohmann::json::to_msgpack(to_json(t)); }
+
+Trace trace_from_wire(const uint8_t* first, size_t size) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::from_msgpack(first, first + size);
+  } catch (const nlohmann::json::exception& e) {
+    LG_INPUT_CHECK(false, "trace wire bytes do not parse: {}", e.what());
+  }
+  return trace_from_json(j);
+}
+
 Trace read_trace(const std::string& path) {
   std::ifstream f(path);
   LG_INPUT_CHECK(f.good(), "cannot read trace from '{}'", path);

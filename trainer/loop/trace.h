@@ -95,6 +95,9 @@ Trace trace_from_json(const nlohmann::json& j);  // malformed -> InputError nami
 std::string trace_to_string(const Trace& t, int indent = 1);
 Trace trace_from_string(const std::string& text);
 void write_trace(const Trace& t, const std::string& path);
+// The form ranks send each other (the gate's Trace gather), never a file: MessagePack bytes.
+std::vector<uint8_t> trace_to_wire(const Trace& t);
+Trace trace_from_wire(const uint8_t* first, size_t size);  // malformed -> InputError naming the field
 Trace read_trace(const std::string& path);
 
 }  // namespace loopgate
