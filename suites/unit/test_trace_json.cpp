@@ -1,6 +1,6 @@
 // Unit tests for the Trace: exact hexfloat encoding of doubles (NaN payloads, -0.0, denormals, infinities),
 // a bit-exact JSON round trip through a file, equality that names the first differing field, and errors that
-// name a missing or malformed field.
+// name a missing or malformed field; the wire form ranks send each other round-trips the same bits.
 // Mutation check: LOOPGATE_WRONG_EXPECTATIONS=1 shifts every hand-computed expectation, so every test here fails.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -188,6 +188,49 @@ TEST(TraceJson, MalformedInputNamesTheField) {
   j = to_json(sample_trace());
   j.erase("records");
   EXPECT_THROW(trace_from_json(j), InputError);
+}
+
+// The wire form (the gate's Trace gather): the same bits as the file form, each double a MessagePack float64.
+TEST(TraceWire, RoundTripsBitExactly) {
+  Trace t = sample_trace();
+  t.records[0].params_norm = from_bits(0x7ff4000000000123ull);  // a NaN with a payload, signalling bit clear
+  t.records[1].collectives = {{"dp#0", "all_reduce.sum", "Float", 16576, -1, 16, "numerics"},
+                              {"pp#0", "send", "Float", 2048, 4, 3, "numerics"}};
+  t.records[1].collective_groups = {"world#0", "dp#0"};
+  t.records[1].coord = "tp 0, pp 0, dp 1";
+  t.iterations_past_fault = 2;
+  const std::vector<uint8_t> bytes = trace_to_wire(t);
+  Trace back = trace_from_wire(bytes.data(), bytes.size());
+  if (wrong()) back.records[0].timer_intervals[1].seconds = 0.0;
+  std::string why;
+  EXPECT_TRUE(traces_equal(t, back, &why)) << why;
+  EXPECT_EQ(double_bits(back.records[0].params_norm), wrong() ? 0x7ff8000000000000ull : 0x7ff4000000000123ull);
+  EXPECT_EQ(double_bits(back.records[0].grad_norm), 0x8000000000000000ull);
+  EXPECT_EQ(back.records[0].param_checksum_before, 0xfedcba9876543210ull);
+  EXPECT_EQ(back.iterations_past_fault, 2);
+}
+
+TEST(TraceWire, HoldsDoublesAsFloat64NotText) {
+  const std::vector<uint8_t> bytes = trace_to_wire(sample_trace());
+  const nlohmann::json j = nlohmann::json::from_msgpack(bytes);
+  EXPECT_EQ(j.at("records").at(1).at("lm_loss").is_number_float(), !wrong());
+  EXPECT_TRUE(j.at("records").at(1).at("param_checksum_after").is_number_unsigned());
+  EXPECT_LT(bytes.size(), nlohmann::json::to_msgpack(to_json(sample_trace())).size());
+}
+
+TEST(TraceWire, MalformedBytesNameTheProblem) {
+  std::vector<uint8_t> bytes = trace_to_wire(sample_trace());
+  bytes.resize(bytes.size() / 2);
+  EXPECT_THROW(trace_from_wire(bytes.data(), bytes.size()), InputError);
+  // The file form's MessagePack is not the wire form: the first double says which field it is.
+  const std::vector<uint8_t> file_form = nlohmann::json::to_msgpack(to_json(sample_trace()));
+  std::string what;
+  try {
+    trace_from_wire(file_form.data(), file_form.size());
+  } catch (const InputError& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find(wrong() ? "grad_norm" : "lm_loss"), std::string::npos) << what;
 }
 
 }  // namespace

@@ -61,7 +61,13 @@ double from_hex(const std::string& s) {
 
 namespace {
 
-nlohmann::json exact(double v) {
+// A file holds each double as its hex (exact) and decimal (for a reader) strings; the wire form, which ranks send
+// each other and nobody reads, holds it as a MessagePack float64: the same 64 bits, without printing and parsing
+// them (the gather's decode at dp64: docs/timings.md).
+enum class Form { kFile, kWire };
+
+nlohmann::json exact(double v, Form form = Form::kFile) {
+  if (form == Form::kWire) return v;
   char dec[40];
   std::snprintf(dec, sizeof dec, "%.17g", v);
   return {{"hex", hex(v)}, {"dec", dec}};
@@ -112,8 +118,12 @@ std::map<std::string, int64_t> site_counts(const nlohmann::json& j, const char* 
   return out;
 }
 
-double exact_field(const nlohmann::json& j, const char* key) {
+double exact_field(const nlohmann::json& j, const char* key, Form form = Form::kFile) {
   const auto& v = member(j, key);
+  if (form == Form::kWire) {
+    LG_INPUT_CHECK(v.is_number_float(), "trace wire: field '{}' is not a float64", key);
+    return v.get<double>();
+  }
   LG_INPUT_CHECK(v.is_object() && v.contains("hex") && v.at("hex").is_string(),
                  "trace JSON: field '{}' has no hex string", key);
   return from_hex(v.at("hex").get<std::string>());
@@ -204,22 +214,24 @@ bool traces_equal(const Trace& a, const Trace& b, std::string* why) {
 
 // ---- JSON ----
 
-nlohmann::json to_json(const IterationRecord& r) {
+namespace {
+
+nlohmann::json record_json(const IterationRecord& r, Form form) {
   nlohmann::json j;
   j["iteration"] = r.iteration;
   j["rank"] = r.rank;
-  j["lm_loss"] = exact(r.lm_loss);
-  j["params_norm"] = exact(r.params_norm);
-  j["grad_norm"] = exact(r.grad_norm);
-  j["num_zeros"] = exact(r.num_zeros);
-  j["learning_rate"] = exact(r.learning_rate);
-  j["loss_scale"] = exact(r.loss_scale);
+  j["lm_loss"] = exact(r.lm_loss, form);
+  j["params_norm"] = exact(r.params_norm, form);
+  j["grad_norm"] = exact(r.grad_norm, form);
+  j["num_zeros"] = exact(r.num_zeros, form);
+  j["learning_rate"] = exact(r.learning_rate, form);
+  j["loss_scale"] = exact(r.loss_scale, form);
   j["skipped"] = r.skipped;
   j["nan"] = r.nan;
   j["consumed_samples"] = r.consumed_samples;
   j["timer_intervals"] = nlohmann::json::array();
   for (const auto& iv : r.timer_intervals)
-    j["timer_intervals"].push_back({{"name", iv.name}, {"seq", iv.seq}, {"seconds", exact(iv.seconds)}});
+    j["timer_intervals"].push_back({{"name", iv.name}, {"seq", iv.seq}, {"seconds", exact(iv.seconds, form)}});
   j["timer_window"] = {r.timer_window_first, r.timer_window_last};
   j["reads_per_site"] = r.reads_per_site;
   if (!r.launches_per_site.empty()) j["launches_per_site"] = r.launches_per_site;
@@ -228,9 +240,14 @@ nlohmann::json to_json(const IterationRecord& r) {
     j["fault_verdicts"].push_back(
         {{"iteration", v.iteration}, {"phase", verdict_phase_name(v.phase)}, {"action", v.action}});
   if (!r.schedule.empty()) j["schedule"] = r.schedule;
-  // uint64 as hex strings: JSON readers in other languages lose integers above 2^53.
-  j["param_checksum_before"] = fmt::format("0x{:016x}", r.param_checksum_before);
-  j["param_checksum_after"] = fmt::format("0x{:016x}", r.param_checksum_after);
+  // uint64 as hex strings in a file: JSON readers in other languages lose integers above 2^53.
+  if (form == Form::kWire) {
+    j["param_checksum_before"] = r.param_checksum_before;
+    j["param_checksum_after"] = r.param_checksum_after;
+  } else {
+    j["param_checksum_before"] = fmt::format("0x{:016x}", r.param_checksum_before);
+    j["param_checksum_after"] = fmt::format("0x{:016x}", r.param_checksum_after);
+  }
   j["exit_decision"] = r.exit_decision;
   if (!r.collective_groups.empty()) j["collective_groups"] = r.collective_groups;
   if (!r.collectives.empty()) {
@@ -245,8 +262,11 @@ nlohmann::json to_json(const IterationRecord& r) {
   return j;
 }
 
-namespace {
-uint64_t checksum_field(const nlohmann::json& j, const char* key) {
+uint64_t checksum_field(const nlohmann::json& j, const char* key, Form form) {
+  if (form == Form::kWire) {
+    LG_INPUT_CHECK(member(j, key).is_number_unsigned(), "trace wire: field '{}' is not an unsigned integer", key);
+    return member(j, key).get<uint64_t>();
+  }
   const std::string s = field<std::string>(j, key);
   errno = 0;
   char* end = nullptr;
@@ -255,23 +275,22 @@ uint64_t checksum_field(const nlohmann::json& j, const char* key) {
                  "trace JSON: field '{}': '{}' is not a 0x-hex checksum", key, s);
   return v;
 }
-}  // namespace
 
-IterationRecord record_from_json(const nlohmann::json& j) {
+IterationRecord record_from(const nlohmann::json& j, Form form) {
   IterationRecord r;
   r.iteration = field<int64_t>(j, "iteration");
   r.rank = field<int>(j, "rank");
-  r.lm_loss = exact_field(j, "lm_loss");
-  r.params_norm = exact_field(j, "params_norm");
-  r.grad_norm = exact_field(j, "grad_norm");
-  r.num_zeros = exact_field(j, "num_zeros");
-  r.learning_rate = exact_field(j, "learning_rate");
-  r.loss_scale = exact_field(j, "loss_scale");
+  r.lm_loss = exact_field(j, "lm_loss", form);
+  r.params_norm = exact_field(j, "params_norm", form);
+  r.grad_norm = exact_field(j, "grad_norm", form);
+  r.num_zeros = exact_field(j, "num_zeros", form);
+  r.learning_rate = exact_field(j, "learning_rate", form);
+  r.loss_scale = exact_field(j, "loss_scale", form);
   r.skipped = field<bool>(j, "skipped");
   r.nan = field<bool>(j, "nan");
   r.consumed_samples = field<int64_t>(j, "consumed_samples");
   for (const auto& iv : member(j, "timer_intervals"))
-    r.timer_intervals.push_back({field<std::string>(iv, "name"), field<int64_t>(iv, "seq"), exact_field(iv, "seconds")});
+    r.timer_intervals.push_back({field<std::string>(iv, "name"), field<int64_t>(iv, "seq"), exact_field(iv, "seconds", form)});
   if (j.contains("timer_window")) {  // absent in Traces written before it existed
     const nlohmann::json& w = j.at("timer_window");
     LG_INPUT_CHECK(w.is_array() && w.size() == 2, "trace JSON: field 'timer_window' must be [first, last]");
@@ -289,8 +308,8 @@ IterationRecord record_from_json(const nlohmann::json& j) {
                                 field<std::string>(v, "action")});
   }
   if (j.contains("schedule")) r.schedule = field<std::string>(j, "schedule");  // absent in older Traces
-  r.param_checksum_before = checksum_field(j, "param_checksum_before");
-  r.param_checksum_after = checksum_field(j, "param_checksum_after");
+  r.param_checksum_before = checksum_field(j, "param_checksum_before", form);
+  r.param_checksum_after = checksum_field(j, "param_checksum_after", form);
   r.exit_decision = field<bool>(j, "exit_decision");
   if (j.contains("collective_groups"))  // present with --record-collectives only
     for (const auto& g : member(j, "collective_groups")) {
@@ -311,11 +330,9 @@ IterationRecord record_from_json(const nlohmann::json& j) {
   return r;
 }
 
-namespace {
 constexpr const char* kTraceFormat = "loopgate-trace/1";
-}
 
-nlohmann::json to_json(const Trace& t) {
+nlohmann::json trace_json(const Trace& t, Form form) {
   nlohmann::json j;
   j["format"] = kTraceFormat;
   j["arm"] = t.arm;
@@ -324,11 +341,11 @@ nlohmann::json to_json(const Trace& t) {
   j["environment"] = t.environment;
   if (t.iterations_past_fault > 0) j["iterations_past_fault"] = t.iterations_past_fault;
   j["records"] = nlohmann::json::array();
-  for (const auto& r : t.records) j["records"].push_back(to_json(r));
+  for (const auto& r : t.records) j["records"].push_back(record_json(r, form));
   return j;
 }
 
-Trace trace_from_json(const nlohmann::json& j) {
+Trace trace_from(const nlohmann::json& j, Form form) {
   const std::string format = field<std::string>(j, "format");
   LG_INPUT_CHECK(format == kTraceFormat, "trace JSON: format '{}' is not '{}'", format, kTraceFormat);
   Trace t;
@@ -340,9 +357,16 @@ Trace trace_from_json(const nlohmann::json& j) {
     t.iterations_past_fault = field<int64_t>(j, "iterations_past_fault");
     LG_INPUT_CHECK(t.iterations_past_fault >= 0, "trace JSON: iterations_past_fault {} < 0", t.iterations_past_fault);
   }
-  for (const auto& r : member(j, "records")) t.records.push_back(record_from_json(r));
+  for (const auto& r : member(j, "records")) t.records.push_back(record_from(r, form));
   return t;
 }
+
+}  // namespace
+
+nlohmann::json to_json(const IterationRecord& r) { return record_json(r, Form::kFile); }
+IterationRecord record_from_json(const nlohmann::json& j) { return record_from(j, Form::kFile); }
+nlohmann::json to_json(const Trace& t) { return trace_json(t, Form::kFile); }
+Trace trace_from_json(const nlohmann::json& j) { return trace_from(j, Form::kFile); }
 
 std::string trace_to_string(const Trace& t, int indent) { return to_json(t).dump(indent); }
 
@@ -363,7 +387,7 @@ void write_trace(const Trace& t, const std::string& path) {
   LG_INPUT_CHECK(f.good(), "writing trace to '{}' failed", path);
 }
 
-std::vector<uint8_t> trace_to_wire(const Trace& t) { return nlohmann::json::to_msgpack(to_json(t)); }
+std::vector<uint8_t> trace_to_wire(const Trace& t) { return nlohmann::json::to_msgpack(trace_json(t, Form::kWire)); }
 
 Trace trace_from_wire(const uint8_t* first, size_t size) {
   nlohmann::json j;
@@ -372,7 +396,7 @@ Trace trace_from_wire(const uint8_t* first, size_t size) {
   } catch (const nlohmann::json::exception& e) {
     LG_INPUT_CHECK(false, "trace wire bytes do not parse: {}", e.what());
   }
-  return trace_from_json(j);
+  return trace_from(j, Form::kWire);
 }
 
 Trace read_trace(const std::string& path) {
