@@ -13,6 +13,7 @@ loaded, MPI init and teardown, no test), and prints one table per question:
 Stdlib only. The numbers come from the gate's own JSON and logs (rank 0's gtest lines and the `loopgate scenario:`
 lines) and from vmstat; nothing is estimated. Source ci/mpi-env.sh first, as for any CPU launch."""
 import argparse
+import glob
 import json
 import os
 import re
@@ -113,7 +114,13 @@ def main():
     defect_s = total_scen_s = 0.0
     t = t_start
     for f in g["fixtures"]:
-        tests, scenarios = parse_log(f["log"])
+        tests, scenarios = [], []
+        # A fixture split into shards (single, on 2 cores) has a log per shard: its runs are all of them.
+        shard_logs = sorted(glob.glob(re.sub(r"\.shard\d+\.log$", ".shard*.log", f["log"])))
+        for log in shard_logs or [f["log"]]:
+            t_log, s_log = parse_log(log)
+            tests += t_log
+            scenarios += s_log
         for name, _, s in tests:
             suites[(f["fixture"], suite_of(name))] += s
         run_s = sum(s for _, _, s in scenarios)
@@ -123,7 +130,9 @@ def main():
             total_scen_s += s
             if arm.startswith("defect-"):
                 defect_s += s
-        cpu = vmstat_means(samples, t, t + f["seconds"])  # fixtures run one after another (--jobs 1)
+        # Fixtures run one after another where the gate has 2 cores (a 2-rank fixture waits for both; a fixture's
+        # own shards run side by side): each fixture's share of vmstat's samples is its own.
+        cpu = vmstat_means(samples, t, t + f["seconds"])
         t += f["seconds"]
         bare = bare_launch(a.mpiexec, exe, f["fixture"], f["np"])
         cells = [f"{x:.0f}" for x in cpu] if cpu else ["-"] * 3

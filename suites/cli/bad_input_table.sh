@@ -104,7 +104,7 @@ row 0 "--iters 201: the lr_schedule gate compares with the 200 iterations" gate 
 row 0 "--fixture: unknown fixture 'dp6'" gate --fixture single,dp6
 row 0 "--arm: unknown arm 'onesink'" gate --arm onesink
 row 0 "--check 'equivalance': unknown gate" gate --check equivalance
-row 0 "--jobs 0: must be >= 1" gate --jobs 0
+row 0 "--cpus -1: must be in 0..1024" gate --cpus -1
 row 0 "LOOPGATE_STALL_TIMEOUT='5s': must be a number of seconds >= 0" LOOPGATE_STALL_TIMEOUT=5s gate --fixture single
 row 0 "--shards -1: must be in 0..64 (0: auto)" gate --shards -1
 row 0 "--shards 65: must be in 0..64 (0: auto)" gate --shards 65

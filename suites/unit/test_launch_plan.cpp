@@ -89,7 +89,7 @@ TEST(LaunchPlan, TestListingGivesFullNamesInOrder) {
   EXPECT_EQ(got, want);
 }
 
-TEST(LaunchPlan, ShardsTakeEveryTestOnceRoundRobin) {
+TEST(LaunchPlan, ShardsTakeEveryTestOnceByArmOrSuite) {
   const LaunchUnit u = launch_units(options("cuda"), {kTwo[0]})[0];
   const auto tests = parse_test_list(kListing);
   const auto s = split_unit(u, tests, 3);
@@ -109,9 +109,23 @@ TEST(LaunchPlan, ShardsTakeEveryTestOnceRoundRobin) {
   EXPECT_EQ(split_unit(u, {}, 4).size(), 1u + wrong());
 }
 
+// An arm's tests stay in one shard across suites (its scenarios run once), and so do a suite's other tests.
+TEST(LaunchPlan, ShardsKeepAnArmsTestsAndASuitesTestsTogether) {
+  const LaunchUnit u = launch_units(options("cpu"), {kTwo[0]})[0];
+  const std::vector<std::string> tests = {"Arms/Resume.A/baseline", "Arms/Resume.A/zerosync", "Arms/Resume.B/baseline",
+                                          "Arms/Resume.B/zerosync", "GatePower.X", "GatePower.Y"};
+  const auto s = split_unit(u, tests, 2);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].filter, wrong() ? "Arms/Resume.A/baseline:GatePower.X"
+                                 : "Arms/Resume.A/baseline:Arms/Resume.B/baseline:GatePower.X:GatePower.Y");
+  EXPECT_EQ(s[1].filter, "Arms/Resume.A/zerosync:Arms/Resume.B/zerosync");
+  // Fewer groups than shards: one shard per group.
+  EXPECT_EQ(split_unit(u, tests, 8).size(), 3u + wrong());
+}
+
 TEST(LaunchPlan, GpuShardsTakeTheBlocksOfGpusInTurn) {
   LaunchUnit u = launch_units(options("cuda"), {kTwo[1]})[0];  // tp2sp: 2 ranks
-  const std::vector<std::string> tests = {"A.a", "A.b", "B.a", "B.b"};
+  const std::vector<std::string> tests = {"A.a", "B.a", "C.a", "D.a"};
   auto s = split_unit(u, tests, 2);
   ASSERT_TRUE(assign_gpus(&s, {"4", "5", "6", "7"}, 2));
   EXPECT_EQ(s[0].gpus, wrong() ? "4" : "4,5");

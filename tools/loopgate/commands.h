@@ -40,8 +40,8 @@ struct GateOptions {
   std::string json_path, junit_path;
   std::string suites_exe;             // the gate suites executable (default: beside this binary)
   std::string mpiexec = "mpiexec";
-  int jobs = 1;  // fixtures of <= 2 ranks run this many at a time
-  int shards = 0;  // processes sharing a fixture's gate suites; 0 = auto (1 on CPU; a GPU block each on cuda)
+  int cpus = 0;    // the cores CPU launches may keep busy side by side, a rank each; 0 = auto (this process's cores)
+  int shards = 0;  // processes sharing a fixture's gate suites; 0 = auto (cpus / ranks on CPU; a GPU block each on cuda)
   double progress_timeout = 60;  // a test whose rank makes no progress this long fails; the fixture relaunches
   std::string filter;            // a GoogleTest filter instead of the checks' (loopgate selftest)
   bool echo = true;              // echo launches and scenario lines

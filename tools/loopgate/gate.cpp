@@ -184,10 +184,12 @@ CLI::App* add_gate_command(CLI::App& app, GateOptions& go) {
                    "the GPU-only suites executable (--device cuda; default: suites/gpu/loopgate_gpu_loop beside the "
                    "gate suites)");
   gate->add_option("--shards", go.shards,
-                   "processes sharing each fixture's gate suites, round-robin over its tests, 0-64 (default 0 = auto: 1 "
-                   "on CPU; --device cuda: one per block of ranks-many visible GPUs, at most 8, side by side; more "
-                   "share the GPUs)");
-  gate->add_option("--jobs", go.jobs, "fixtures of at most 2 ranks run this many at a time, >= 1 (default 1: on 2 cores, two jobs' waiting ranks spin against each other)");
+                   "processes sharing each fixture's gate suites, each arm's tests and each other suite in one of "
+                   "them, 0-64 (default 0 = auto: on CPU the cores over the fixture's ranks, at most 8; --device "
+                   "cuda: one per block of ranks-many visible GPUs, at most 8, side by side; more share the GPUs)");
+  gate->add_option("--cpus", go.cpus,
+                   "cores the CPU launches may keep busy: fixtures and shards run side by side while their ranks fit, "
+                   "a larger one alone, 0-1024 (default 0 = this process's cores)");
   return gate;
 }
 

@@ -18,6 +18,8 @@
 #include <optional>
 #include <regex>
 
+#include <sched.h>
+
 #include "tools/loopgate/commands.h"
 #include "tools/loopgate/gpu.h"
 #include "tools/loopgate/launch_plan.h"
@@ -327,14 +329,22 @@ bool poll_launch(Launch& l) {
   return true;
 }
 
-// How many processes share a fixture's gate suites: --shards; by default 1 on CPU (the ranks already hold the
-// cores) and on a GPU one per block of `ranks` visible GPUs, at most 8. More processes than blocks share GPUs and
+// The cores CPU launches may keep busy: --cpus, else the cores this process may run on (a container's share).
+int cpu_budget(const GateOptions& o) {
+  if (o.cpus > 0) return o.cpus;
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? std::max(1, CPU_COUNT(&set)) : 1;
+}
+
+// How many processes share a fixture's gate suites: --shards; by default on CPU as many as the fixture's ranks fit
+// the cores (single on 2 cores: 2, side by side; a fixture that holds the cores already: 1), and on a GPU one per
+// block of `ranks` visible GPUs, at most 8. More processes than blocks share GPUs and
 // lost on one H200: 8 time-sliced shards of single took 226 s against 173 s for one process (results/history/results-gpu-log.md
 // §14); under an MPS server 8 and 4 shards ran each scenario 5-9x slower than one process did (§19).
 int shard_count(const GateOptions& o, const LaunchUnit& u, int gpus) {
   if (!u.tag.empty()) return 1;
   if (o.shards > 0) return o.shards;
-  if (o.device != "cuda") return 1;
+  if (o.device != "cuda") return std::clamp(cpu_budget(o) / u.fixture.world, 1, 8);
   return std::clamp(gpus / u.fixture.world, 1, 8);
 }
 
@@ -400,24 +410,23 @@ std::vector<FixtureRun> merge_shards(const std::vector<LaunchUnit>& units, const
   return out;
 }
 
-// Runs every fixture's launch. Fixtures of at most 2 ranks may run `jobs` at a time (a machine with more cores
-// than ranks gains; on 2 cores it lost: 131 s for single+tp2sp+pp2 two at a time, 105 s one at a time); larger
-// fixtures run alone.
+// Runs every launch, in order. On CPU launches run side by side while their ranks fit the cores (cpu_budget: a rank
+// a core, since a rank waiting in a collective spins); one with more ranks than cores runs alone. On a GPU, shards
+// holding GPUs of their own run side by side (a GPU shared by two processes is time-sliced), anything else alone.
 std::vector<FixtureRun> run_fixtures(const GateOptions& o, const std::vector<LaunchUnit>& fixtures,
                                      const std::string& dir) {
   std::vector<FixtureRun> runs(fixtures.size());
   std::vector<std::unique_ptr<Launch>> active;
   size_t next = 0;
-  auto small = [](int np) { return np <= 2; };
+  const int cores = cpu_budget(o);
   while (next < fixtures.size() || !active.empty()) {
-    bool all_small = true;
-    for (const auto& l : active) all_small = all_small && small(l->r.np);
-    // GPU shards holding GPUs of their own run side by side (a GPU shared by two processes is time-sliced).
+    int busy = 0;
+    for (const auto& l : active) busy += l->r.np;
     bool own_gpus = next < fixtures.size() && !fixtures[next].gpus.empty();
     for (const auto& l : active) own_gpus = own_gpus && !l->unit.gpus.empty();
-    if (next < fixtures.size() &&
-        (active.empty() || own_gpus ||
-         (all_small && small(fixtures[next].fixture.world) && static_cast<int>(active.size()) < o.jobs))) {
+    const bool fits = next < fixtures.size() &&
+                      (o.device == "cuda" ? own_gpus : busy + fixtures[next].fixture.world <= cores);
+    if (next < fixtures.size() && (active.empty() || fits)) {
       active.push_back(launch_fixture(o, fixtures[next], dir, next, fixtures.size()));
       ++next;
       continue;

@@ -62,8 +62,22 @@ std::vector<std::string> parse_test_list(const std::string& out) {
   return tests;
 }
 
+// The group a test's scenarios belong to: a candidate-arm test's arm ("Arms/Suite.Name/arm"), else its suite. The
+// tests of one arm share that arm's scenarios across suites; the baseline's runs, which every arm compares
+// against, are the only ones two shards repeat.
+std::string shard_group(const std::string& test) {
+  if (test.rfind("Arms/", 0) == 0) {
+    const size_t slash = test.rfind('/');
+    if (slash != std::string::npos && slash > 4) return "arm " + test.substr(slash + 1);
+  }
+  return "suite " + test.substr(0, test.find('.'));
+}
+
 std::vector<LaunchUnit> split_unit(const LaunchUnit& u, const std::vector<std::string>& tests, int shards) {
-  const int n = std::max(1, std::min(shards, static_cast<int>(tests.size())));
+  std::vector<std::string> groups;  // in order of first appearance
+  for (const std::string& t : tests)
+    if (std::find(groups.begin(), groups.end(), shard_group(t)) == groups.end()) groups.push_back(shard_group(t));
+  const int n = std::max(1, std::min(shards, static_cast<int>(groups.size())));
   if (n == 1) return {u};
   std::vector<LaunchUnit> out(static_cast<size_t>(n), u);
   for (int k = 0; k < n; ++k) {
@@ -71,9 +85,10 @@ std::vector<LaunchUnit> split_unit(const LaunchUnit& u, const std::vector<std::s
     out[k].shards = n;
     out[k].filter.clear();
   }
-  for (size_t i = 0; i < tests.size(); ++i) {
-    std::string& f = out[i % static_cast<size_t>(n)].filter;
-    f += (f.empty() ? "" : ":") + tests[i];
+  for (const std::string& t : tests) {
+    const size_t g = static_cast<size_t>(std::find(groups.begin(), groups.end(), shard_group(t)) - groups.begin());
+    std::string& f = out[g % static_cast<size_t>(n)].filter;
+    f += (f.empty() ? "" : ":") + t;
   }
   return out;
 }

@@ -31,9 +31,10 @@ std::vector<LaunchUnit> launch_units(const GateOptions& o, const std::vector<Fix
 // The full test names ("Suite.Name", "Arms/Suite.Name/arm") of a `--gtest_list_tests` output, in its order.
 std::vector<std::string> parse_test_list(const std::string& gtest_list_output);
 
-// The unit as `shards` processes (fewer when there are fewer tests): test i of `tests` (the unit's filter as the
-// suites executable lists it) goes to shard i % shards, whose filter names its tests. Round-robin spreads a
-// suite's heavy tests (one per arm, adjacent) over the shards; a scenario two shards need runs in both.
+// The unit as `shards` processes (fewer when there are fewer groups), each with a filter naming its tests (`tests`:
+// the unit's filter as the suites executable lists it). Tests go by group, every test of a group to one shard:
+// a candidate-arm test's group is its arm, any other test's its suite. Groups take the shards in turn, in the
+// order they first appear. A scenario two shards need runs in both: by arm, only the baseline's runs repeat.
 std::vector<LaunchUnit> split_unit(const LaunchUnit& u, const std::vector<std::string>& tests, int shards);
 
 // GPU shards: shard k takes block k % B of the B blocks of `ranks` GPUs in `visible` (the runner's GPU ids in

@@ -278,7 +278,7 @@ void validate_gate_options(const GateOptions& o) {
                    "--gpu-loop-exe {}: the GPU-only suites executable is missing (build with the gpu preset)",
                    o.gpu_loop_exe);
   }
-  LG_INPUT_CHECK(o.jobs >= 1, "--jobs {}: must be >= 1", o.jobs);
+  LG_INPUT_CHECK(o.cpus >= 0 && o.cpus <= 1024, "--cpus {}: must be in 0..1024 (0: this machine's cores)", o.cpus);
   LG_INPUT_CHECK(o.shards >= 0 && o.shards <= 64, "--shards {}: must be in 0..64 (0: auto)", o.shards);
   LG_INPUT_CHECK(o.progress_timeout > 0, "--progress-timeout {}: must be > 0 seconds", o.progress_timeout);
   // The suites' own timeouts, which the launch passes on in the environment: a typo must not turn one off.
