@@ -89,6 +89,8 @@ def main():
         return 2
     os.makedirs(a.out, exist_ok=True)
     exe = os.path.join(os.path.dirname(os.path.abspath(a.loopgate)), "..", "suites", "loopgate_gates")
+    if "--suites-exe" in gate_args[:-1]:  # the bare launches start the suites the gate runs
+        exe = gate_args[gate_args.index("--suites-exe") + 1]
 
     vm_path = os.path.join(a.out, "vmstat.txt")
     vm = subprocess.Popen(["vmstat", "-n", "-t", "1"], stdout=open(vm_path, "w"))
