@@ -424,9 +424,8 @@ std::vector<FixtureRun> run_fixtures(const GateOptions& o, const std::vector<Lau
     for (const auto& l : active) busy += l->r.np;
     bool own_gpus = next < fixtures.size() && !fixtures[next].gpus.empty();
     for (const auto& l : active) own_gpus = own_gpus && !l->unit.gpus.empty();
-    const bool fits = next < fixtures.size() &&
-                      (o.device == "cuda" ? own_gpus : busy + fixtures[next].fixture.world <= cores);
-    if (next < fixtures.size() && (active.empty() || fits)) {
+    if (next < fixtures.size() &&
+        (active.empty() || (o.device == "cuda" ? own_gpus : busy + fixtures[next].fixture.world <= cores))) {
       active.push_back(launch_fixture(o, fixtures[next], dir, next, fixtures.size()));
       ++next;
       continue;

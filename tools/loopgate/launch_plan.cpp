@@ -2,6 +2,7 @@
 #include "tools/loopgate/launch_plan.h"
 
 #include <algorithm>
+#include <map>
 
 #include "tools/loopgate/verdicts.h"
 
@@ -74,10 +75,9 @@ std::string shard_group(const std::string& test) {
 }
 
 std::vector<LaunchUnit> split_unit(const LaunchUnit& u, const std::vector<std::string>& tests, int shards) {
-  std::vector<std::string> groups;  // in order of first appearance
-  for (const std::string& t : tests)
-    if (std::find(groups.begin(), groups.end(), shard_group(t)) == groups.end()) groups.push_back(shard_group(t));
-  const int n = std::max(1, std::min(shards, static_cast<int>(groups.size())));
+  std::map<std::string, size_t> group_index;  // numbered in order of first appearance
+  for (const std::string& t : tests) group_index.emplace(shard_group(t), group_index.size());
+  const int n = std::max(1, std::min(shards, static_cast<int>(group_index.size())));
   if (n == 1) return {u};
   std::vector<LaunchUnit> out(static_cast<size_t>(n), u);
   for (int k = 0; k < n; ++k) {
@@ -86,8 +86,7 @@ std::vector<LaunchUnit> split_unit(const LaunchUnit& u, const std::vector<std::s
     out[k].filter.clear();
   }
   for (const std::string& t : tests) {
-    const size_t g = static_cast<size_t>(std::find(groups.begin(), groups.end(), shard_group(t)) - groups.begin());
-    std::string& f = out[g % static_cast<size_t>(n)].filter;
+    std::string& f = out[group_index.at(shard_group(t)) % static_cast<size_t>(n)].filter;
     f += (f.empty() ? "" : ":") + t;
   }
   return out;
