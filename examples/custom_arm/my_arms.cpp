@@ -34,8 +34,9 @@ Arm my_syncfree() {
 // interval-time window (0.0 s) or two at once. The timers gate rejects it (TimersLagged: its lagging-device
 // scenario); every other gate accepts it.
 struct WhateverCompletedTimers : loopgate::Mutation {
-  std::unique_ptr<loopgate::Timer> event_timer(const std::string& name, loopgate::EventSource* events) const override {
-    return std::make_unique<loopgate::WhateverCompletedTimer>(name, events);
+  void wrap(const loopgate::Made& made) const override {  // every product the loop builds passes here
+    if (const auto* t = std::get_if<loopgate::made::EventTimer>(&made))
+      t->timer = std::make_unique<loopgate::WhateverCompletedTimer>(t->name, t->events);
   }
 };
 

@@ -244,7 +244,7 @@ void save_train_state(const RunConfig& cfg, int rank, int world, const TrainStat
   for (const auto& [name, t] : live) tensors.push_back(t);
   const std::vector<at::Tensor> host = ledger.host_copies(tensors);
   for (size_t i = 0; i < live.size(); ++i) c.tensors.emplace_back(live[i].first, host[i]);
-  m.saving(c);
+  m.wrap(made::Saving{c});
   save_checkpoint(cfg.save_dir, rank, world, c);
 }
 
@@ -252,7 +252,7 @@ SavedWindow load_train_state(const RunConfig& cfg, int rank, int world, const Tr
   const std::string& dir = cfg.load_dir;
   Checkpoint c = load_checkpoint(dir, rank, world);
   check_checkpoint_args(dir, c, cfg, world);
-  m.loaded(c);
+  m.wrap(made::Loaded{c});
   restore_checkpoint_state(dir, c, checkpoint_state(s.params, s.adam, s.scaler));
   LG_INPUT_CHECK(c.iteration < cfg.train_iters, "--load {}: its iteration {} is not before --train-iters {}", dir,
                  c.iteration, cfg.train_iters);

@@ -62,7 +62,11 @@ LoopTimers::LoopTimers(const Arm& arm, const RunConfig& config, Ledger& ledger, 
   timer_events_ = device_events_ ? device_events_.get() : events_.get();
   if (!device_events_) simulated_save_seconds_ = config.simulated_save_seconds;
   auto make = [&](const std::string& name) -> std::unique_ptr<Timer> {
-    if (arm_.timers == SyncMode::kDeferred) return arm_.mutated().event_timer(name, timer_events_);
+    if (arm_.timers == SyncMode::kDeferred) {
+      std::unique_ptr<Timer> t = std::make_unique<EventTimer>(name, timer_events_, EventTimer::kMaxPendingEvents);
+      arm_.mutated().wrap(made::EventTimer{t, name, timer_events_});
+      return t;
+    }
     return std::make_unique<HostTimer>(name, &clock_, groups_.world.get(), [this] {
       ledger_.record_sync(Site::kTimers);
       timer_device_sync();

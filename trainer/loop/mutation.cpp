@@ -1,5 +1,4 @@
-// Mutation's defaults (mutation.h); the one for the protocol is in select_protocol.cpp, beside the choice it hands
-// through.
+// Mutation's defaults (mutation.h).
 #include "trainer/loop/mutation.h"
 
 #include "trainer/loop/arms.h"
@@ -7,11 +6,19 @@
 
 namespace loopgate {
 
-std::unique_ptr<Timer> Mutation::event_timer(const std::string& name, EventSource* events) const {
-  return std::make_unique<EventTimer>(name, events, EventTimer::kMaxPendingEvents);
+void Mutation::bank_nan(RerunStateMachine& rerun, const at::Tensor& value) const { rerun.bank_value(value); }
+
+Comm* rerun_vote_group(const Mutation& m, ProcessGroups& groups) {
+  Comm* group = groups.world.get();
+  m.wrap(made::RerunVoteGroup{group, groups});
+  return group;
 }
 
-void Mutation::bank_nan(RerunStateMachine& rerun, const at::Tensor& value) const { rerun.bank_value(value); }
+Comm* exit_vote_group(const Mutation& m, ProcessGroups& groups) {
+  Comm* group = groups.world.get();
+  m.wrap(made::ExitVoteGroup{group, groups});
+  return group;
+}
 
 const Mutation& no_mutation() {
   static const Mutation none;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "trainer/capture/capture.h"
@@ -27,50 +28,104 @@ struct LogInputs;
 struct Schedule;
 struct SiteContext;
 
+// What the loop builds for an arm, each handed through Mutation::wrap before the loop uses it. One alternative per
+// product: the product itself (a reference: a mutation may decorate or replace it) and what it was made for.
+namespace made {
+// The protocol select_protocol chose for the arm's family.
+struct Protocol {
+  std::unique_ptr<LoopProtocol>& protocol;
+  const SiteContext& site;
+};
+// A deferred timer named `name` recording on `events` (LoopTimers): Megatron's lags one window, 1024 events.
+struct EventTimer {
+  std::unique_ptr<Timer>& timer;
+  const std::string& name;
+  EventSource* events;
+};
+// The pipeline schedule select_schedule picked for the layout.
+struct PipelineSchedule {
+  Schedule& schedule;
+};
+// The asynchronous read a protocol's batched read goes through (async_copy.h): issue, wait, values.
+struct LogRead {
+  std::unique_ptr<AsyncRead>& read;
+};
+// The stream that read's copies run on (async_copy.h's CopyStream): copy, keep the source, wait.
+struct ReadCopyStream {
+  std::unique_ptr<CopyStream>& stream;
+};
+// The batch's upload path (async_copy.h's Upload), as made for the run.
+struct BatchUpload {
+  std::unique_ptr<Upload>& upload;
+};
+// The graph --cuda-graph iteration captures into and replays (capture.h), made once per run with its first arm.
+struct Graph {
+  std::unique_ptr<IterationGraph>& graph;
+};
+// The data-parallel group the grad buffer's bucket all-reduces go through.
+struct GradSyncGroup {
+  CommPtr& dp;
+};
+// The grad-stats group optimizer.step reduces found_inf, the grad norm and the zeros over: TP x PP.
+struct GradStatsGroup {
+  CommPtr& group;
+  ProcessGroups& groups;
+};
+// Over which group the rerun vote (_reduce_any) and the exit-duration vote are agreed: the world; null: none (this
+// rank's own).
+struct RerunVoteGroup {
+  Comm*& group;
+  ProcessGroups& groups;
+};
+struct ExitVoteGroup {
+  Comm*& group;
+  ProcessGroups& groups;
+};
+// What a save is about to write (checkpoint.h).
+struct Saving {
+  Checkpoint& checkpoint;
+};
+// What a load has read, before the loop takes it.
+struct Loaded {
+  Checkpoint& checkpoint;
+};
+}  // namespace made
+
+using Made = std::variant<made::Protocol, made::EventTimer, made::PipelineSchedule, made::LogRead, made::ReadCopyStream,
+                          made::BatchUpload, made::Graph, made::GradSyncGroup, made::GradStatsGroup,
+                          made::RerunVoteGroup, made::ExitVoteGroup, made::Saving, made::Loaded>;
+
 class Mutation {
  public:
   virtual ~Mutation() = default;
 
   // ---- what the loop builds, handed through ----
-  // The protocol select_protocol chose for the arm's family; a mutation may wrap it.
-  virtual std::unique_ptr<LoopProtocol> protocol(std::unique_ptr<LoopProtocol> chosen, const SiteContext& c) const;
-  // A deferred timer named `name` recording on `events` (LoopTimers): Megatron's lags one window, 1024 events.
-  virtual std::unique_ptr<Timer> event_timer(const std::string& name, EventSource* events) const;
-  // The pipeline schedule select_schedule picked for the layout.
-  virtual void schedule(Schedule&) const {}
-  // The asynchronous read a protocol's batched read goes through (async_copy.h): issue, wait, values.
-  virtual std::unique_ptr<AsyncRead> log_read(std::unique_ptr<AsyncRead> made) const { return made; }
-  // The stream that read's copies run on (async_copy.h's CopyStream): copy, keep the source, wait.
-  virtual std::unique_ptr<CopyStream> copy_stream(std::unique_ptr<CopyStream> made) const { return made; }
-  // The batch's upload path (async_copy.h's Upload), as made for the run.
-  virtual std::unique_ptr<Upload> batch_upload(std::unique_ptr<Upload> made) const { return made; }
+  // Every product of the loop's factories (Made) passes here before the loop uses it; the default leaves it as made.
+  virtual void wrap(const Made&) const {}
+
+  // ---- the model ----
   // A module boundary's tensor (trainer/model/module_tap.h): what the model continues with. The loop taps the
   // model's boundaries only when changes_modules() (or --digests) says so: a tap costs host time per module.
   virtual bool changes_modules() const { return false; }
   virtual at::Tensor module_boundary(const ModuleSite&, Boundary, at::Tensor t) const { return t; }
-  // The graph --cuda-graph iteration captures into and replays (capture.h), made once per run with its first arm.
-  virtual std::unique_ptr<IterationGraph> iteration_graph(std::unique_ptr<IterationGraph> made) const { return made; }
-  // The data-parallel group the grad buffer's bucket all-reduces go through.
-  virtual CommPtr grad_sync_group(CommPtr dp) const { return dp; }
 
-  // ---- the sites ----
+  // ---- the sites and values ----
   // A deferred NaN check banks its value (judged at the rerun decision).
   virtual void bank_nan(RerunStateMachine& rerun, const at::Tensor& value) const;
-  // Over which group the rerun vote (_reduce_any) and the exit-duration vote are agreed: the world; null: none
-  // (this rank's own).
-  virtual Comm* rerun_vote_group(ProcessGroups& g) const { return g.world.get(); }
-  virtual Comm* exit_vote_group(ProcessGroups& g) const { return g.world.get(); }
-  // The grad-stats group optimizer.step reduces found_inf, the grad norm and the zeros over: TP x PP.
-  virtual CommPtr grad_stats_group(ProcessGroups& g) const { return g.mp; }
-
-  // ---- values ----
   virtual double step_lr(double lr) const { return lr; }  // the LR optimizer.step uses, given the scheduler's
-
-  // ---- checkpoints (checkpoint.h) ----
-  // What a save is about to write, and what a load has read before the loop takes it.
-  virtual void saving(Checkpoint&) const {}
-  virtual void loaded(Checkpoint&) const {}
 };
+
+// A product that is all its alternative P holds (a read, a stream, a graph, a group), after the arm's mutation had
+// its turn: `handed_through<made::LogRead>(m, make_async_read(...))`.
+template <class P, class T>
+T handed_through(const Mutation& m, T product) {
+  m.wrap(Made{P{product}});
+  return product;
+}
+
+// The groups the votes are agreed over, as the arm's mutation leaves them: the world unless it says otherwise.
+Comm* rerun_vote_group(const Mutation& m, ProcessGroups& groups);
+Comm* exit_vote_group(const Mutation& m, ProcessGroups& groups);
 
 // No change: Megatron's loop.
 const Mutation& no_mutation();

@@ -30,8 +30,10 @@ ProtocolBase::~ProtocolBase() = default;
 std::unique_ptr<AsyncRead> ProtocolBase::make_log_read(Site site) const {
   const RunConfig& r = c_.config;
   const Mutation& m = c_.arm.mutated();
-  return m.log_read(
-      make_async_read(c_.ledger, site, m.copy_stream(make_copy_stream(c_.ledger, site, r.async_emulation, r.stress, c_.rank))));
+  return handed_through<made::LogRead>(
+      m, make_async_read(c_.ledger, site,
+                         handed_through<made::ReadCopyStream>(
+                             m, make_copy_stream(c_.ledger, site, r.async_emulation, r.stress, c_.rank))));
 }
 
 void ProtocolBase::begin_segment(const SegmentStart& start) {

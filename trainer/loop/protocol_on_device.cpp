@@ -93,7 +93,7 @@ StepGate OnDeviceProtocol::before_step(RerunStateMachine& rerun, int64_t, bool) 
     ScopedSite scope(site_name(Site::kRerunDecision));
     // _reduce_any as a SUM that any rank's non-finite verdict poisons (a NaN survives every backend's sum).
     at::Tensor vote = rerun.poisoned_vote();
-    if (Comm* group = c_.arm.mutated().rerun_vote_group(c_.groups)) group->all_reduce(vote, ReduceOp::kSum);
+    if (Comm* group = rerun_vote_group(c_.arm.mutated(), c_.groups)) group->all_reduce(vote, ReduceOp::kSum);
     at::ne_out(fault_now_, vote, 0);
     gate.mask = at::maximum(fault_now_, aborted_);  // after an abort verdict every step stays masked
   }

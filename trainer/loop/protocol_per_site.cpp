@@ -117,7 +117,7 @@ std::map<std::string, double> PerSiteProtocol::read_log_point(const LogInputs& i
   if (!eager_scalars()) bundle.add_host("lr", static_cast<float>(lr_));
   if (timers_.deferred()) timers_.add_deferred_values(bundle, in.iteration);
   if (c_.arm.exit_vote == SyncMode::kDeferred && exit_.on()) {
-    Comm* group = c_.arm.mutated().exit_vote_group(c_.groups);
+    Comm* group = exit_vote_group(c_.arm.mutated(), c_.groups);
     LG_CHECK(group == nullptr || group == c_.groups.world.get(), "a deferred exit vote rides the world's read");
     if (group) {
       bundle.add_host("exit", exit_.local_flag(in.iteration) ? 1.0 : 0.0);  // MAX over the world in the read

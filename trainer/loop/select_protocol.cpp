@@ -17,10 +17,7 @@ std::unique_ptr<LoopProtocol> select_protocol(const Arm& arm, const RunConfig& c
   } else {
     chosen = make_per_site_protocol(c, timers);
   }
-  return arm.mutated().protocol(std::move(chosen), c);
-}
-
-std::unique_ptr<LoopProtocol> Mutation::protocol(std::unique_ptr<LoopProtocol> chosen, const SiteContext&) const {
+  arm.mutated().wrap(made::Protocol{chosen, c});
   return chosen;
 }
 

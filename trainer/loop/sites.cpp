@@ -55,7 +55,7 @@ Decision RerunDecisionSite::decide(RerunStateMachine& rerun) {
   } else {
     vote = rerun.decision_tensor();  // banked verdicts ride the same all-reduce (a new tensor)
   }
-  if (Comm* group = c_.arm.mutated().rerun_vote_group(c_.groups)) group->all_reduce(vote, ReduceOp::kSum);  // _reduce_any
+  if (Comm* group = rerun_vote_group(c_.arm.mutated(), c_.groups)) group->all_reduce(vote, ReduceOp::kSum);  // _reduce_any
   return rerun.decide(c_.read_scalar(Site::kRerunDecision, vote));
 }
 
@@ -93,7 +93,7 @@ bool ExitVoteSite::vote(int64_t iteration, bool log_point, bool read_vote) {
   if (!on()) return false;
   if (c_.arm.exit_vote == SyncMode::kDeferred) return log_point && read_vote;
   at::Tensor done = c_.ledger.device_scalar(Site::kExitVote, local_flag(iteration) ? 1.0 : 0.0, f32());
-  if (Comm* group = c_.arm.mutated().exit_vote_group(c_.groups)) group->all_reduce(done, ReduceOp::kMax);
+  if (Comm* group = exit_vote_group(c_.arm.mutated(), c_.groups)) group->all_reduce(done, ReduceOp::kMax);
   return c_.read_scalar(Site::kExitVote, done) != 0.0;
 }
 

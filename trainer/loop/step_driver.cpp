@@ -40,7 +40,7 @@ std::unique_ptr<StepDriver> make_step_driver(const RunConfig& cfg, const Mutatio
   LG_INPUT_CHECK(!cfg.capture.enabled(), "--cuda-graph iteration and --capture-probe: one at a time");
   LG_INPUT_CHECK(!cfg.digests,
                  "--digests with --cuda-graph iteration: a replayed iteration runs no host code to digest it");
-  std::unique_ptr<IterationGraph> graph = m.iteration_graph(make_iteration_graph(cfg.model.device.is_cuda()));
+  std::unique_ptr<IterationGraph> graph = handed_through<made::Graph>(m, make_iteration_graph(cfg.model.device.is_cuda()));
   return make_replay_driver(cfg, std::move(graph), ledger, instruments, batches);
 }
 

@@ -111,7 +111,7 @@ void begin_segment(Loop& L, const Arm& arm, bool instrumented, int64_t since, co
   L.seg.since = since;
   L.instruments.tap(L.stage, &L.seg.arm);
   L.seg.schedule = select_schedule(L.stage.layout);
-  L.seg.arm->mutated().schedule(L.seg.schedule);
+  L.seg.arm->mutated().wrap(made::PipelineSchedule{L.seg.schedule});
   L.seg.protocol->begin_segment({*L.scheduler, scheduler_increment(L), L.next_iteration, L.cfg.train_iters, window});
   L.driver->begin_segment(since, *L.seg.timers);
   L.seg.timers->start_interval(L.next_iteration + 1);
@@ -151,7 +151,8 @@ void save(Loop& L, int64_t done) {
 OptimizerStepResult step_optimizer(Loop& L, int64_t iteration, const StepGate& gate) {
   MainGrads grads = L.buffer->main_grads();
   const double lr = gate.host_lr ? *gate.host_lr : L.seg.arm->mutated().step_lr(L.scheduler->get_lr());
-  const CommPtr grad_stats = L.seg.arm->mutated().grad_stats_group(L.groups);
+  CommPtr grad_stats = L.groups.mp;  // TP x PP, unless the arm's mutation says otherwise
+  L.seg.arm->mutated().wrap(made::GradStatsGroup{grad_stats, L.groups});
   OptimizerStepResult r;
   L.instruments.region(iteration, "optimizer", [&] {
     r = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *grad_stats, L.cfg.optim, lr,
@@ -293,11 +294,12 @@ void setup(Loop& L) {
   // First, as the probe: the graph's stream before the grad buffer's hooks exist.
   L.driver = make_step_driver(cfg, L.seg.arm->mutated(), L.ledger, L.instruments, L.batches);
   L.instruments.start_capture_probe();  // first: the run moves to its stream before the grad buffer's hooks exist
-  L.batches.upload = L.seg.arm->mutated().batch_upload(
-      make_upload(L.ledger, cfg.model.device, cfg.async_emulation, cfg.stress, L.rank));
+  const Mutation& m = L.seg.arm->mutated();
+  L.batches.upload = handed_through<made::BatchUpload>(
+      m, make_upload(L.ledger, cfg.model.device, cfg.async_emulation, cfg.stress, L.rank));
   GradBufferConfig bcfg;
   if (cfg.bucket_size > 0) bcfg.bucket_size = cfg.bucket_size;
-  L.buffer = std::make_unique<GradBuffer>(L.stage.params, L.seg.arm->mutated().grad_sync_group(L.groups.dp), bcfg);
+  L.buffer = std::make_unique<GradBuffer>(L.stage.params, handed_through<made::GradSyncGroup>(m, L.groups.dp), bcfg);
   L.adam = std::make_unique<Adam>(L.stage.params, AdamConfig{}, L.stage.coord.tp, L.stage.is_first_stage(),
                                   L.buffer->main_grads().offsets());  // laid out as the grad buffer
   L.scaler = make_grad_scaler(cfg.dynamic_loss_scale, cfg.dynamic_scaler, cfg.loss_scale, run_device());
