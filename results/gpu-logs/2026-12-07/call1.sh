@@ -5,5 +5,5 @@
 source ci/device-steps.sh call1.tgz
 gpu_call_start
 step selftest_cuda timeout 170 build/gpu/tools/loopgate selftest --section defects --device cuda --json $L/selftest_cuda.json
-step gate_single timeout 150 build/gpu/tools/loopgate gate --device cuda --fixture single \
+step gate_single timeout 120 build/gpu/tools/loopgate gate --device cuda --fixture single \
   --check cuda_graph,resume,timers,logging_exit,nan_detection,equivalence --json $L/gate_single.json
