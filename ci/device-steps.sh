@@ -21,12 +21,3 @@ step() {
   if declare -F after_step > /dev/null; then after_step; fi
   tar czf "$OUT/$LG_STEPS_TGZ" -C "$OUT" "${LG_STEPS_PACK[@]}"
 }
-
-# What every call starts with: the GPU environment, golden's folder, the GPU's name ($L/gpu.txt), then the GPU build
-# as the step `build`.
-gpu_call_start() {
-  source ci/gpu-env.sh
-  export LOOPGATE_GOLDEN_DIR=$PWD/golden
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$L/gpu.txt" 2>&1
-  step build env RESULTS="$L/build" bash ci/gpu-build.sh
-}
