@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """results_cited.py SRC_DIR: results/ holds only the evidence the current pages and code cite. A tracked file under
 results/ must be named by a tracked file outside results/ (a page, a comment, a script): by its path, by a glob
-(`*`, `{a,b}`) that matches it, or by a folder at least two below results/ (results/gpu-logs/session8/). A citation
+(`*`, `{a,b}`) that matches it, or by a folder at least two below results/ (results/gpu-logs/NAME/). A citation
 of results/ or results/gpu-logs/ alone names no file: it is an index link. results/README.md is the archive's own
 index. Superseded logs are read from git history. Also run on a planted uncited file, which must be reported.
 --list prints the uncited files (for git rm) and exits 0."""
