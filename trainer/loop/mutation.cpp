@@ -20,6 +20,12 @@ Comm* exit_vote_group(const Mutation& m, ProcessGroups& groups) {
   return group;
 }
 
+CommPtr grad_stats_group(const Mutation& m, ProcessGroups& groups) {
+  CommPtr group = groups.mp;
+  m.wrap(made::GradStatsGroup{group, groups});
+  return group;
+}
+
 const Mutation& no_mutation() {
   static const Mutation none;
   return none;

@@ -123,9 +123,11 @@ T handed_through(const Mutation& m, T product) {
   return product;
 }
 
-// The groups the votes are agreed over, as the arm's mutation leaves them: the world unless it says otherwise.
+// The groups chosen from `groups`, as the arm's mutation leaves them: the votes' (the world), optimizer.step's
+// grad stats (TP x PP).
 Comm* rerun_vote_group(const Mutation& m, ProcessGroups& groups);
 Comm* exit_vote_group(const Mutation& m, ProcessGroups& groups);
+CommPtr grad_stats_group(const Mutation& m, ProcessGroups& groups);
 
 // No change: Megatron's loop.
 const Mutation& no_mutation();

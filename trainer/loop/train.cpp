@@ -151,8 +151,7 @@ void save(Loop& L, int64_t done) {
 OptimizerStepResult step_optimizer(Loop& L, int64_t iteration, const StepGate& gate) {
   MainGrads grads = L.buffer->main_grads();
   const double lr = gate.host_lr ? *gate.host_lr : L.seg.arm->mutated().step_lr(L.scheduler->get_lr());
-  CommPtr grad_stats = L.groups.mp;  // TP x PP, unless the arm's mutation says otherwise
-  L.seg.arm->mutated().wrap(made::GradStatsGroup{grad_stats, L.groups});
+  const CommPtr grad_stats = grad_stats_group(L.seg.arm->mutated(), L.groups);
   OptimizerStepResult r;
   L.instruments.region(iteration, "optimizer", [&] {
     r = optimizer_step(*L.adam, L.scaler.get(), grads, L.stage.params, *grad_stats, L.cfg.optim, lr,
