@@ -5,6 +5,7 @@
 
 #include "trainer/common/error.h"
 #include "trainer/loop/batches.h"
+#include "trainer/loop/checkpoint.h"
 #include "trainer/loop/instruments.h"
 #include "trainer/loop/mutation.h"
 #include "trainer/loop/step_driver.h"
@@ -20,6 +21,7 @@ class ReplayDriver final : public StepDriver {
       : cfg_(cfg), graph_(std::move(graph)), ledger_(ledger), instruments_(instruments), batches_(batches) {}
 
   void begin_segment(int64_t since, LoopTimers& timers) override {
+    LG_CHECK(!trailing_, "a log point's read trailed past the end of its segment");
     graph_->reset();
     since_ = since;
     timers_ = &timers;
@@ -27,11 +29,13 @@ class ReplayDriver final : public StepDriver {
   StepOutcome step(LoopProtocol& protocol, int64_t iteration, IterationRecord& rec,
                    const std::function<GraphState()>& loop_state, const StepFn& work) override;
   void timer_action(const std::function<void()>& action) override { in_body_ ? graph_->cut(action) : action(); }
-  std::optional<LogOutputs> training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome& step,
-                                         const IterationRecord& rec, bool may_trail) override;
-  std::optional<LandedLog> land_trailing(LoopProtocol& protocol) override;
-  bool trailing() const override { return trailing_.has_value(); }
-  GraphReport report() const override { return graph_->report(); }
+  void training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome& step, IterationRecord rec,
+                    int64_t until) override;
+  std::vector<LandedLog> landed(LoopProtocol& protocol) override;
+  GraphReport report() const override {
+    LG_CHECK(!trailing_, "a log point's read trailed past the end of the run");
+    return graph_->report();
+  }
 
  private:
   // Whether 0-based `iteration` replays: under a protocol that reads nothing between log points, not the first two
@@ -41,6 +45,14 @@ class ReplayDriver final : public StepDriver {
   bool replays(LoopProtocol& protocol, int64_t iteration) const {
     const bool fault_planned = cfg_.faults && cfg_.faults->planned_at(iteration);
     return protocol.replayable() && !graph_->off() && iteration >= 2 && iteration > since_ && !fault_planned;
+  }
+  // Whether log point `in` may leave its read in flight behind the next step: a replayed one whose next iteration
+  // replays too, where nothing the read brings could stop that step (Replayable::log_read_can_trail), before the
+  // loop's bound `until`, and not where the run saves or ends on its interval (the state must be whole there).
+  bool may_trail(LoopProtocol& protocol, const LogInputs& in, const StepOutcome& step, int64_t until) const {
+    return step.replayed && in.log_point && in.iteration < until && !saves_at(cfg_, in.iteration) &&
+           !exits_at(cfg_, in.iteration) && replays(protocol, in.iteration) &&
+           protocol.replayable()->log_read_can_trail();
   }
   // The graph reads its batch from static buffers: each replay's batch is copied in first, outside the graph (the
   // first one is adopted as the buffers).
@@ -60,8 +72,10 @@ class ReplayDriver final : public StepDriver {
   struct Trailing {       // a log point whose read was issued but has not landed
     IterationRecord rec;
     LogInputs in;
+    bool behind = false;  // a step ran behind it: it may land
   };
   std::optional<Trailing> trailing_;
+  std::vector<LandedLog> landed_;  // training_logs landed at once
 };
 
 void ReplayDriver::stage(Batch b) {
@@ -79,6 +93,7 @@ void ReplayDriver::stage(Batch b) {
 // read (training_log, from the captured inputs) stay outside.
 StepOutcome ReplayDriver::step(LoopProtocol& protocol, int64_t iteration, IterationRecord& rec,
                                const std::function<GraphState()>& loop_state, const StepFn& work) {
+  if (trailing_) trailing_->behind = true;
   if (!replays(protocol, iteration)) return work(nullptr);
   GraphState state = loop_state();
   stage(batches_.get(iteration));
@@ -106,26 +121,29 @@ StepOutcome ReplayDriver::step(LoopProtocol& protocol, int64_t iteration, Iterat
   return out;
 }
 
-// A replayed log point's read trails the next iteration's replay where that one replays too and nothing the read
-// brings could stop it (Replayable::log_read_can_trail).
-std::optional<LogOutputs> ReplayDriver::training_log(LoopProtocol& protocol, const LogInputs& in,
-                                                     const StepOutcome& step, const IterationRecord& rec,
-                                                     bool may_trail) {
-  Replayable* r = protocol.replayable();
-  if (!(may_trail && step.replayed && in.log_point && replays(protocol, in.iteration) && r->log_read_can_trail()))
-    return protocol.training_log(in);
-  r->issue_log_read(in);
-  trailing_ = Trailing{rec, in};
-  return std::nullopt;
+// A replayed iteration logs at its log points only; a log point's read may trail the next step (may_trail).
+void ReplayDriver::training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome& step,
+                                IterationRecord rec, int64_t until) {
+  LG_CHECK(!trailing_, "a log point's read trailed more than one step");
+  if (step.replayed && !in.log_point) {
+    landed_.push_back({std::move(rec), LogOutputs{}, false});
+  } else if (may_trail(protocol, in, step, until)) {
+    protocol.replayable()->issue_log_read(in);
+    trailing_ = Trailing{std::move(rec), in};
+  } else {
+    landed_.push_back({std::move(rec), protocol.training_log(in), in.log_point});
+  }
 }
 
-std::optional<LandedLog> ReplayDriver::land_trailing(LoopProtocol& protocol) {
-  if (!trailing_) return std::nullopt;
-  Trailing t = std::move(*trailing_);
-  trailing_.reset();
-  Ledger::CountAs own(ledger_, t.rec.iteration - 1);
-  LogOutputs log = protocol.replayable()->land_log_read(t.in);
-  return LandedLog{std::move(t.rec), std::move(log)};
+std::vector<LandedLog> ReplayDriver::landed(LoopProtocol& protocol) {
+  if (trailing_ && trailing_->behind) {
+    Trailing t = std::move(*trailing_);
+    trailing_.reset();
+    Ledger::CountAs own(ledger_, t.rec.iteration - 1);
+    LogOutputs log = protocol.replayable()->land_log_read(t.in);
+    landed_.push_back({std::move(t.rec), std::move(log), true});
+  }
+  return std::exchange(landed_, {});
 }
 
 }  // namespace

@@ -23,13 +23,15 @@ class EagerDriver final : public StepDriver {
     return work(nullptr);
   }
   void timer_action(const std::function<void()>& action) override { action(); }
-  std::optional<LogOutputs> training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome&,
-                                         const IterationRecord&, bool) override {
-    return protocol.training_log(in);
+  void training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome&, IterationRecord rec,
+                    int64_t) override {
+    landed_.push_back({std::move(rec), protocol.training_log(in), in.log_point});
   }
-  std::optional<LandedLog> land_trailing(LoopProtocol&) override { return std::nullopt; }
-  bool trailing() const override { return false; }
+  std::vector<LandedLog> landed(LoopProtocol&) override { return std::exchange(landed_, {}); }
   GraphReport report() const override { return {}; }
+
+ private:
+  std::vector<LandedLog> landed_;
 };
 
 }  // namespace

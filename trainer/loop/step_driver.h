@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "trainer/capture/capture.h"
 #include "trainer/loop/config.h"
@@ -39,10 +40,11 @@ struct StepOutcome {
 // (computed on the device: Megatron's params norm, every iteration).
 using StepFn = std::function<StepOutcome(const Batch* staged)>;
 
-// A log point whose read trailed the next step, landed: its record and its outputs, for what follows training_log.
+// An iteration whose training_log has landed: its record and its outputs, for what follows training_log.
 struct LandedLog {
   IterationRecord rec;
   LogOutputs log;
+  bool log_point = false;
 };
 
 class StepDriver {
@@ -59,14 +61,14 @@ class StepDriver {
   // A level-1 timer's start or stop where train_step has it: now, or, inside a replayed body, at that point of every
   // replay (capture.h cut).
   virtual void timer_action(const std::function<void()>& action) = 0;
-  // training_log of the step `step` made: its outputs now, or nullopt when its read was issued to land behind the
-  // next step (only where the loop allows it, `may_trail`; the record and inputs wait with it).
-  virtual std::optional<LogOutputs> training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome& step,
-                                                 const IterationRecord& rec, bool may_trail) = 0;
-  // A read left trailing lands, now that the next step is launched (its reads counted at its own iteration): the rest
-  // of its iteration is the loop's. Nullopt when none trailed.
-  virtual std::optional<LandedLog> land_trailing(LoopProtocol& protocol) = 0;
-  virtual bool trailing() const = 0;
+  // training_log of the step `step` made, its record `rec` waiting with it: the outputs land now, or a replayed log
+  // point's read is issued to land behind the next step. No read trails 1-based iteration `until` (the end of this
+  // call of the loop), a save or an exit interval: the state must be whole there.
+  virtual void training_log(LoopProtocol& protocol, const LogInputs& in, const StepOutcome& step, IterationRecord rec,
+                            int64_t until) = 0;
+  // The iterations whose training_log has landed since the last call, oldest first (a trailing read lands once a step
+  // ran behind it; its reads count at its own iteration): the rest of each is the loop's.
+  virtual std::vector<LandedLog> landed(LoopProtocol& protocol) = 0;
   // What the graph did over the run (on = false: no graph).
   virtual GraphReport report() const = 0;
 };

@@ -331,11 +331,12 @@ bool after_training_log(Loop& L, IterationRecord& rec, const LogOutputs& log, bo
   return !L.ended;
 }
 
-// Whether log point `done` (1-based) may leave its read in flight behind the next step: not the segment's last, not
-// under the capture probe (which captures training_log whole), nor where the run saves or ends on its interval (the
-// state must be whole there).
-bool may_trail(const Loop& L, int64_t done, int64_t until) {
-  return done < until && !L.instruments.capture_probe() && !saves_at(L.cfg, done) && !exits_at(L.cfg, done);
+// What follows training_log for every iteration whose training_log has landed (the driver's, oldest first); false
+// when the run ends there.
+bool close_landed(Loop& L) {
+  for (LandedLog& landed : L.driver->landed(*L.seg.protocol))
+    if (!after_training_log(L, landed.rec, landed.log, landed.log_point)) return false;
+  return true;
 }
 
 // ---- the iterations of train(): train_step, training_log, the exit decision ----
@@ -349,8 +350,7 @@ void run_iterations(Loop& L, int64_t until) {
     rec.rank = L.rank;
     StepOutcome step = train_step(L, iteration, log_point, rec);
     if (L.seg.protocol->reads_between_log_points()) rec.skipped = step.skipped;  // else the device's, at its log point
-    if (std::optional<LandedLog> prev = L.driver->land_trailing(*L.seg.protocol))  // the last log point's read
-      if (!after_training_log(L, prev->rec, prev->log, /*log_point=*/true)) break;
+    if (!close_landed(L)) break;  // a log point's read that landed behind this step
     L.rerun.end_iteration();  // from now on results are validated (Megatron skips the job's first iteration)
     if (step.decision.action == Decision::Action::kAbort) {
       L.instruments.note(rec, iteration, L.groups);
@@ -362,20 +362,18 @@ void run_iterations(Loop& L, int64_t until) {
     L.next_iteration = done;
     L.consumed_samples += cfg.data.global_batch;
 
-    // Everything that follows is diagnostics: the log line, the Trace, the exit decision.
-    std::optional<LogOutputs> log = LogOutputs{};  // a replayed iteration logs at its log points only
-    if (!step.replayed || log_point) L.instruments.region(done - 1, "training_log", [&] {
-      const LogInputs in = training_log_inputs(L, step, log_point, done);
-      log = L.driver->training_log(*L.seg.protocol, in, step, rec, may_trail(L, done, until));
+    // Everything that follows is diagnostics: the log line, the Trace, the exit decision. The driver lands the
+    // iteration's training_log now or behind the next step.
+    L.instruments.region(done - 1, "training_log", [&] {
+      L.driver->training_log(*L.seg.protocol, training_log_inputs(L, step, log_point, done), step, std::move(rec),
+                             until);
     });
-    if (!log) continue;  // its read trails the next step; the rest of this iteration comes when it lands
-    if (!after_training_log(L, rec, *log, log_point)) break;
+    if (!close_landed(L)) break;
     if (checkpoint_and_decide_exit(cfg, done, [&L, done] { save(L, done); })) {
       L.result.exited_on_interval = L.ended = true;
       break;
     }
   }
-  LG_CHECK(!L.driver->trailing(), "a log point's read trailed past the end of its segment");
 }
 
 }  // namespace
