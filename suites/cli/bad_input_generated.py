@@ -15,9 +15,10 @@ Cross-option rules stay hand-written in bad_input_table.sh.
 
   bad_input_generated.py LOOPGATE MPIEXEC SOURCE_DIR
   LOOPGATE_BAD_INPUT_ROWS=REGEX   only the rows whose "SUBCOMMAND OPTION VALUE" matches (while working on one)
-  LOOPGATE_BAD_INPUT_JOBS=N       rows run N at a time (default: the cores)
+The one-rank rows run through `loopgate --each-row` (a forked copy of one loaded process per row: the start-up, not the
+checks, was 0.5 s of each row); the rows that need ranks run as their own mpiexec jobs.
 """
-import concurrent.futures
+import json
 import os
 import re
 import subprocess
@@ -155,35 +156,59 @@ def numeric_rows(sub, name, typ, rng):
     return rows
 
 
-def run_row(sub, name, value, accepted):
+def row_args(sub, name, value):
+    """The row's arguments after the program, and the ranks it runs on (0: no mpiexec)."""
     args = list(BASE[sub])
     if sub == "ab" and name in AB_FILE_MODE:
         args = list(AB_FILES)
     for key in ((sub, name, value), (sub, name, "*")):
         args += CONTEXT.get(key, [])
-    argv = [LG, sub] + args + [name, value]
-    np = NP.get((sub, name, value), 0)
-    if np:
-        argv = [MPIEXEC, "-q", "-n", str(np)] + argv
+    return [sub] + args + [name, value], NP.get((sub, name, value), 0)
+
+
+def run_mpi_row(args, np):
+    """A row that needs ranks, as its own mpiexec job: (exit code, stdout, stderr)."""
     env = dict(os.environ, LOOPGATE_VALIDATE_ONLY="1")
     try:
-        p = subprocess.run(argv, cwd=WORK, env=env, capture_output=True, text=True, timeout=60)
+        p = subprocess.run([MPIEXEC, "-q", "-n", str(np), LG] + args, cwd=WORK, env=env, capture_output=True,
+                           text=True, timeout=60)
     except subprocess.TimeoutExpired:
+        return 124, "", ""
+    return p.returncode, p.stdout, p.stderr
+
+
+def run_rows_in_one_process(rows):
+    """The one-rank rows through `loopgate --each-row` (one process start for all; tools/loopgate/each_row.h):
+    [(exit code, stdout, stderr)], in order."""
+    path = os.path.join(WORK, "rows.json")
+    with open(path, "w") as f:
+        json.dump(rows, f)
+    env = dict(os.environ, LOOPGATE_VALIDATE_ONLY="1")
+    p = subprocess.run([LG, "--each-row", path], cwd=WORK, env=env, capture_output=True, text=True, check=True)
+    codes = [int(m.group(2)) for m in re.finditer(r"^row (\d+) exit (\d+)$", p.stdout, re.M)]
+    if len(codes) != len(rows):
+        sys.exit(f"loopgate --each-row ran {len(codes)} of {len(rows)} rows: {p.stdout[-300:]}{p.stderr[-300:]}")
+    return [(code, open(f"{path}.{i}.out").read(), open(f"{path}.{i}.err").read()) for i, code in enumerate(codes)]
+
+
+def judge(args, value, name, accepted, code, stdout, stderr):
+    """None when the row did what the CLI promises, else why not."""
+    if code == 124:
         return "timed out (60 s): did it start work?"
-    err = [l for l in p.stderr.splitlines() if l.strip()]
+    err = [l for l in stderr.splitlines() if l.strip()]
     if accepted:
         gpu_row = value in GPU_ONLY_VALUES or "cuda" in args
-        if gpu_row and p.returncode == 2 and "without the GPU tier" in p.stderr:
+        if gpu_row and code == 2 and "without the GPU tier" in stderr:
             return None
-        if p.returncode != 0:
-            return f"accepted value refused: exit {p.returncode}: {p.stderr.strip()[:200]}"
+        if code != 0:
+            return f"accepted value refused: exit {code}: {stderr.strip()[:200]}"
         return None
-    if p.returncode != 2:
-        return f"refused value: exit {p.returncode}, expected 2; stdout {p.stdout.strip()[:120]!r}"
+    if code != 2:
+        return f"refused value: exit {code}, expected 2; stdout {stdout.strip()[:120]!r}"
     if len(err) != 1 or not err[0].startswith("loopgate: error: "):
         return f"refused value: {len(err)} stderr lines, expected one 'loopgate: error: ...': {err[:3]}"
-    if p.stdout.strip():
-        return f"refused value printed on stdout: {p.stdout.strip()[:120]!r}"
+    if stdout.strip():
+        return f"refused value printed on stdout: {stdout.strip()[:120]!r}"
     if value not in err[0] or not any(n in err[0] for n in (name,)):
         return f"the one line does not name {name} and {value!r}: {err[0]}"
     return None
@@ -220,9 +245,15 @@ def main():
                 continue
             if re.search(os.environ.get("LOOPGATE_BAD_INPUT_ROWS", ""), f"{sub} {name} {value}"):
                 jobs.append((sub, name, value, accepted, label))
-    workers = int(os.environ.get("LOOPGATE_BAD_INPUT_JOBS", os.cpu_count() or 2))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        problems = list(pool.map(lambda j: run_row(*j[:4]), jobs))
+    # The one-rank rows in one process start; the few that need ranks as mpiexec jobs.
+    built = [row_args(sub, name, value) for sub, name, value, _, _ in jobs]
+    single = [i for i, (_, np) in enumerate(built) if not np]
+    outcomes = dict(zip(single, run_rows_in_one_process([built[i][0] for i in single])))
+    for i, (args, np) in enumerate(built):
+        if np:
+            outcomes[i] = run_mpi_row(args, np)
+    problems = [judge(built[i][0], value, name, accepted, *outcomes[i])
+                for i, (sub, name, value, accepted, _) in enumerate(jobs)]
     per_sub, failed = {}, 0
     for (sub, name, value, accepted, label), problem in zip(jobs, problems):
         per_sub[sub] = per_sub.get(sub, 0) + 1

@@ -26,6 +26,7 @@
 #include "fixtures/golden.h"
 #include "fixtures/loop_checks.h"
 #include "tools/loopgate/commands.h"
+#include "tools/loopgate/each_row.h"
 #include "tools/loopgate/run_flags.h"
 #include "tools/loopgate/gpu.h"
 #include "tools/loopgate/report.h"
@@ -81,11 +82,7 @@ void print_cli_reference(const CLI::App& app) {
   }
 }
 
-}  // namespace
-}  // namespace loopgate
-
-int main(int argc, char** argv) {
-  using namespace loopgate;
+int cli_main(int argc, char** argv) {
   register_planted_defects();  // `--arm defect-...` and the selftest find them
   CLI::App app{"loopgate: the acceptance gate for distributed training-loop changes"};
   app.require_subcommand(1);
@@ -159,4 +156,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 2;
+}
+
+}  // namespace
+}  // namespace loopgate
+
+int main(int argc, char** argv) {
+  // Before anything runs: each row then starts from this process as it was loaded (each_row.h).
+  if (argc == 3 && std::string(argv[1]) == loopgate::kEachRowFlag)
+    return loopgate::each_row(argv[2], loopgate::cli_main);
+  return loopgate::cli_main(argc, argv);
 }

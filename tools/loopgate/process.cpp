@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <thread>
 
 #include "trainer/common/error.h"
@@ -20,16 +21,23 @@ Process::Process(const ProcessSpec& spec) : own_group_(spec.own_group) {
   argv.push_back(nullptr);
   std::fflush(nullptr);  // nothing buffered here is written twice
   pid_ = fork();
-  LG_CHECK(pid_ >= 0, "cannot start a process (fork failed): {}", spec.argv.empty() ? spec.shell : spec.argv[0]);
+  LG_CHECK(pid_ >= 0, "cannot start a process (fork failed): {}",
+           !spec.argv.empty() ? spec.argv[0] : spec.body ? std::string("a copy of this process") : spec.shell);
   if (pid_ == 0) {
     if (spec.own_group) setpgid(0, 0);
     for (const auto& [k, v] : spec.env) setenv(k.c_str(), v.c_str(), 1);
-    if (!spec.log_path.empty()) {
-      const int fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const auto into = [](const std::string& path, std::initializer_list<int> fds) {
+      const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd < 0) _exit(126);
-      dup2(fd, 1);
-      dup2(fd, 2);
+      for (int to : fds) dup2(fd, to);
       close(fd);
+    };
+    if (!spec.log_path.empty()) into(spec.log_path, {1, 2});
+    if (!spec.err_path.empty()) into(spec.err_path, {2});
+    if (spec.body) {
+      const int code = spec.body();
+      std::fflush(nullptr);
+      _exit(code);
     }
     if (spec.argv.empty()) {
       execl("/bin/sh", "sh", "-c", spec.shell.c_str(), static_cast<char*>(nullptr));
