@@ -3,7 +3,7 @@
 # (under `MPIEXEC -q -n N` where the row says so) and asserts, per row: exit code 2; exactly one non-empty stderr
 # line, starting "loopgate: error: " and holding the row's substring (the flag and the value); nothing on stdout
 # (no log line, no "loopgate scenario:", no table: no work done); finished within LOOPGATE_BAD_INPUT_LIMIT_S
-# seconds (default 10; rows run LOOPGATE_BAD_INPUT_JOBS at a time, default 2). After the table: golden/ byte for byte unchanged (hashed before and after) and the
+# seconds (default 10). After the table: golden/ byte for byte unchanged (hashed before and after) and the
 # scratch folder holding nothing a refused command created. Exit 0 when every row passes, 1 otherwise.
 # LOOPGATE_BAD_INPUT_ROWS=REGEX runs only the rows whose argv matches (while working on one check).
 # `-q` keeps mpiexec's own "a process returned a non-zero exit code" notice off stderr: that is the launcher's
@@ -19,25 +19,36 @@ tree_hash() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum 
 golden_before=$(tree_hash "$SRC/golden")
 work_before=$(cd "$WORK" && find . | sort)
 
-# Rows run JOBS at a time (default 2: each is mostly LibTorch loading, ~0.5 s of CPU); results come back in row order.
+# The rows without ranks run through `loopgate --each-row` (tools/loopgate/each_row.h): one process loads LibTorch
+# (~0.5 s of CPU, most of a row's time), then each row runs in a forked copy of it with its own exit code, stdout,
+# stderr and time. The rows under mpiexec run as their own jobs, JOBS at a time (default 2). Results come back in row
+# order.
 JOBS=${LOOPGATE_BAD_INPUT_JOBS:-2}
 RES=$(mktemp -d /tmp/loopgate-bad-input-results-XXXXXX)
 trap 'rm -rf "$WORK" "$RES"' EXIT
 rows=0
 declare -a row_np row_expect row_args
+one_rank=()  # the rows for --each-row, in order
 row() {
   local np=$1 expect=$2
   shift 2
   [[ "$*" =~ ${LOOPGATE_BAD_INPUT_ROWS:-} ]] || return 0  # a developer's filter on the argv (a regex)
   rows=$((rows + 1))
   row_np[$rows]=$np row_expect[$rows]=$expect row_args[$rows]="$*"
-  local -a cmd envs=()
+  local -a envs=()
   while [[ "${1:-}" =~ ^[A-Z_]+= ]]; do envs+=("$1"); shift; done  # leading VAR=value words: the environment
-  if [ "$np" -gt 0 ]; then cmd=(env "${envs[@]}" "$MPIEXEC" -q -n "$np" "$LG" "$@"); else cmd=(env "${envs[@]}" "$LG" "$@"); fi
+  if [ "$np" -eq 0 ]; then
+    : >"$RES/$rows.envs"  # NUL-terminated words (printf with no words would still write one empty field)
+    : >"$RES/$rows.args"
+    [ ${#envs[@]} -eq 0 ] || printf '%s\0' "${envs[@]}" >"$RES/$rows.envs"
+    [ $# -eq 0 ] || printf '%s\0' "$@" >"$RES/$rows.args"
+    one_rank+=("$rows")
+    return 0
+  fi
   while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
   (
     start=$(date +%s%N)
-    timeout -k 5 $((LIMIT * 3)) "${cmd[@]}" >"$RES/$rows.out" 2>"$RES/$rows.err" </dev/null
+    timeout -k 5 $((LIMIT * 3)) env "${envs[@]}" "$MPIEXEC" -q -n "$np" "$LG" "$@" >"$RES/$rows.out" 2>"$RES/$rows.err" </dev/null
     echo $? >"$RES/$rows.rc"
     echo $((($(date +%s%N) - start) / 1000000)) >"$RES/$rows.ms"
   ) &
@@ -45,6 +56,29 @@ row() {
 
 # shellcheck source=bad_input_table.sh
 source "$(dirname "$0")/bad_input_table.sh"
+if [ ${#one_rank[@]} -gt 0 ]; then  # beside the mpiexec rows still running
+  python3 - "$RES" "${one_rank[@]}" <<'PY' >"$RES/rows.json"
+import json, sys
+res, rows = sys.argv[1], sys.argv[2:]
+def fields(path):
+    return [f.decode() for f in open(path, "rb").read().split(b"\0")[:-1]]
+out = []
+for i in rows:
+    env = dict(e.split("=", 1) for e in fields(f"{res}/{i}.envs"))
+    out.append({"args": fields(f"{res}/{i}.args"), "env": env})
+print(json.dumps(out))
+PY
+  "$LG" --each-row "$RES/rows.json" </dev/null >"$RES/each_row.txt"
+  k=0
+  for i in "${one_rank[@]}"; do
+    read -r _ _ _ rc ms _ < <(grep "^row $k exit " "$RES/each_row.txt")
+    echo "${rc:-1}" >"$RES/$i.rc"
+    echo "${ms:-0}" >"$RES/$i.ms"
+    cp "$RES/rows.json.$k.out" "$RES/$i.out" 2>/dev/null || : >"$RES/$i.out"
+    cp "$RES/rows.json.$k.err" "$RES/$i.err" 2>/dev/null || echo "no row $k in --each-row's output" >"$RES/$i.err"
+    k=$((k + 1))
+  done
+fi
 wait
 
 failed=0 slowest=0

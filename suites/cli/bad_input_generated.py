@@ -185,7 +185,7 @@ def run_rows_in_one_process(rows):
         json.dump(rows, f)
     env = dict(os.environ, LOOPGATE_VALIDATE_ONLY="1")
     p = subprocess.run([LG, "--each-row", path], cwd=WORK, env=env, capture_output=True, text=True, check=True)
-    codes = [int(m.group(2)) for m in re.finditer(r"^row (\d+) exit (\d+)$", p.stdout, re.M)]
+    codes = [int(m.group(2)) for m in re.finditer(r"^row (\d+) exit (\d+) \d+ ms$", p.stdout, re.M)]
     if len(codes) != len(rows):
         sys.exit(f"loopgate --each-row ran {len(codes)} of {len(rows)} rows: {p.stdout[-300:]}{p.stderr[-300:]}")
     return [(code, open(f"{path}.{i}.out").read(), open(f"{path}.{i}.err").read()) for i, code in enumerate(codes)]

@@ -11,9 +11,10 @@ namespace loopgate {
 // The flag, checked as main's first argument before anything else runs.
 inline constexpr const char* kEachRowFlag = "--each-row";
 
-// FILE: a JSON array of rows, each an array of arguments (without the program's name). Row i's stdout goes to
-// FILE.i.out and its stderr to FILE.i.err; "row I exit CODE" goes to this process's stdout, in order (124: the row
-// ran past 60 s and was stopped). `cli` is the CLI's main. Exit 0 when every row ran, 2 on a bad FILE.
+// FILE: a JSON array of rows, each an array of arguments (without the program's name) or {"args": [...], "env":
+// {"NAME": "value"}}. Row i's stdout goes to FILE.i.out and its stderr to FILE.i.err; "row I exit CODE MS ms" goes to
+// this process's stdout, in order (124: the row ran past 60 s and was stopped). `cli` is the CLI's main. Exit 0 when
+// every row ran, 2 on a bad FILE.
 int each_row(const std::string& file, const std::function<int(int, char**)>& cli);
 
 }  // namespace loopgate
