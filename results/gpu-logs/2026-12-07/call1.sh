@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device call 1 of 2026-12-07 (one GPU), on 512e583 (since the last GPU run: the wire form and gather, the CPU launch
+# Device call 1 of 2026-12-07 (one GPU), on d14a895 (since the last GPU run: the wire form and gather, the CPU launch
 # changes, Mutation's one wrap, the driver owning the trailing read, --each-row): the GPU build; the selftest's defects
 # section with --device cuda; the gate on single with --device cuda on the checks the loop's refactors touch.
 source ci/device-steps.sh call1.tgz
