@@ -151,6 +151,20 @@ std::vector<int64_t> Trace::iterations() const {
   return out;
 }
 
+const std::vector<LoggedField>& logged_fields() {
+  static const std::vector<LoggedField> f = {
+      {"lm_loss", &IterationRecord::lm_loss},     {"params_norm", &IterationRecord::params_norm},
+      {"grad_norm", &IterationRecord::grad_norm}, {"num_zeros", &IterationRecord::num_zeros},
+      {"learning_rate", &IterationRecord::learning_rate}, {"loss_scale", &IterationRecord::loss_scale}};
+  return f;
+}
+
+const double* logged_value(const IterationRecord& r, const std::string& name) {
+  for (const LoggedField& f : logged_fields())
+    if (name == f.name) return &(r.*f.member);
+  return nullptr;
+}
+
 bool records_equal(const IterationRecord& a, const IterationRecord& b, std::string* why) {
   auto fail = [&](const std::string& m) {
     if (why) *why = fmt::format("iteration {} rank {}: {}", a.iteration, a.rank, m);
@@ -158,12 +172,9 @@ bool records_equal(const IterationRecord& a, const IterationRecord& b, std::stri
   };
   if (a.iteration != b.iteration || a.rank != b.rank)
     return fail(fmt::format("key differs: ({}, {}) vs ({}, {})", a.iteration, a.rank, b.iteration, b.rank));
-  const std::pair<const char*, std::pair<double, double>> doubles[] = {
-      {"lm_loss", {a.lm_loss, b.lm_loss}},           {"params_norm", {a.params_norm, b.params_norm}},
-      {"grad_norm", {a.grad_norm, b.grad_norm}},     {"num_zeros", {a.num_zeros, b.num_zeros}},
-      {"learning_rate", {a.learning_rate, b.learning_rate}}, {"loss_scale", {a.loss_scale, b.loss_scale}}};
-  for (const auto& [name, v] : doubles)
-    if (!same_bits(v.first, v.second)) return fail(fmt::format("{}: {} vs {}", name, hex(v.first), hex(v.second)));
+  for (const LoggedField& f : logged_fields())
+    if (!same_bits(a.*f.member, b.*f.member))
+      return fail(fmt::format("{}: {} vs {}", f.name, hex(a.*f.member), hex(b.*f.member)));
   if (a.skipped != b.skipped) return fail("skipped differs");
   if (a.nan != b.nan) return fail("nan differs");
   if (a.consumed_samples != b.consumed_samples) return fail("consumed_samples differs");
@@ -220,12 +231,7 @@ nlohmann::json record_json(const IterationRecord& r, Form form) {
   nlohmann::json j;
   j["iteration"] = r.iteration;
   j["rank"] = r.rank;
-  j["lm_loss"] = exact(r.lm_loss, form);
-  j["params_norm"] = exact(r.params_norm, form);
-  j["grad_norm"] = exact(r.grad_norm, form);
-  j["num_zeros"] = exact(r.num_zeros, form);
-  j["learning_rate"] = exact(r.learning_rate, form);
-  j["loss_scale"] = exact(r.loss_scale, form);
+  for (const LoggedField& f : logged_fields()) j[f.name] = exact(r.*f.member, form);
   j["skipped"] = r.skipped;
   j["nan"] = r.nan;
   j["consumed_samples"] = r.consumed_samples;
@@ -280,12 +286,7 @@ IterationRecord record_from(const nlohmann::json& j, Form form) {
   IterationRecord r;
   r.iteration = field<int64_t>(j, "iteration");
   r.rank = field<int>(j, "rank");
-  r.lm_loss = exact_field(j, "lm_loss", form);
-  r.params_norm = exact_field(j, "params_norm", form);
-  r.grad_norm = exact_field(j, "grad_norm", form);
-  r.num_zeros = exact_field(j, "num_zeros", form);
-  r.learning_rate = exact_field(j, "learning_rate", form);
-  r.loss_scale = exact_field(j, "loss_scale", form);
+  for (const LoggedField& f : logged_fields()) r.*f.member = exact_field(j, f.name, form);
   r.skipped = field<bool>(j, "skipped");
   r.nan = field<bool>(j, "nan");
   r.consumed_samples = field<int64_t>(j, "consumed_samples");

@@ -84,6 +84,17 @@ struct Trace {
 
 // Bit-exact equality of every field (doubles by bits). On mismatch `why` (if given) names the first difference.
 bool records_equal(const IterationRecord& a, const IterationRecord& b, std::string* why = nullptr);
+
+// The record's logged values (what a log point reads), a row each in the order the Trace compares them: its JSON,
+// records_equal and the fixtures' field lookups go through these rows, so a new logged value is a record field and a
+// row here.
+struct LoggedField {
+  const char* name;
+  double IterationRecord::*member;
+};
+const std::vector<LoggedField>& logged_fields();
+// A logged value of `r` by name; nullptr when `name` is not one.
+const double* logged_value(const IterationRecord& r, const std::string& name);
 bool traces_equal(const Trace& a, const Trace& b, std::string* why = nullptr);
 
 // ---- JSON ----
