@@ -163,7 +163,11 @@ int cli_main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // Before anything runs: each row then starts from this process as it was loaded (each_row.h).
-  if (argc == 3 && std::string(argv[1]) == loopgate::kEachRowFlag)
+  if (argc >= 2 && std::string(argv[1]) == loopgate::kEachRowFlag) {
+    if (argc != 3)
+      return loopgate::input_error(fmt::format("{}: needs exactly one FILE (a JSON array of rows), got {}",
+                                               loopgate::kEachRowFlag, argc - 2));
     return loopgate::each_row(argv[2], loopgate::cli_main);
+  }
   return loopgate::cli_main(argc, argv);
 }

@@ -16,7 +16,7 @@
 namespace loopgate {
 
 struct ProcessSpec {
-  std::string shell;                                      // run by /bin/sh -c when argv is empty
+  std::string shell;                                      // run by /bin/sh -c when argv and body are empty
   std::vector<std::string> argv;                          // else exec'ed through PATH
   std::function<int()> body;                              // given: run by the fork (no exec), which exits with its value
   std::vector<std::pair<std::string, std::string>> env;   // added to (or replacing in) the inherited environment
