@@ -76,6 +76,7 @@ row 0 "--cuda-graph iteration: needs --device cuda" run --cuda-graph iteration -
 row 0 "--cuda-graph 'whole': must be iteration" run --cuda-graph whole
 row 0 "--stress 1: needs --device cuda" run --stress 1
 row 0 "--async-emulation 3: emulates on CPU" run --async-emulation 3 --device cuda
+row 0 "--cpu-comm shm: applies only on CPU" run --cpu-comm shm --device cuda
 row 0 "--cuda-graph iteration with --dynamic-loss-scale" run --cuda-graph iteration --dynamic-loss-scale --arm zerosync --log-interval 4
 row 0 "--cuda-graph iteration: needs --device cuda" ab --arms baseline,zerosync --cuda-graph iteration
 row 0 "--device cuda: this loopgate was built without the GPU tier" run --device cuda  # the CPU build (label cpu)

@@ -1,11 +1,13 @@
 // Every Comm collective on every group of every layout that fits this launch's world size, with values chosen
 // so float sums are exact in any order (small integers): closed-form expectations, as nccl-tests' verifiable.
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include "fixtures/scenarios.h"  // world_rank(), world_size()
 #include "trainer/parallel/comm_mpi.h"
+#include "trainer/parallel/comm_shm.h"
 #include "trainer/parallel/recorded_comm.h"
 
 namespace loopgate {
@@ -75,11 +77,23 @@ void check_group(Comm& c, const std::vector<int>& members, const std::string& wh
   c.barrier();
 }
 
-TEST(Comm, EveryCollectiveOnEveryGroupOfEveryLayout) {
+// Both CPU backends, built the same way.
+ProcessGroups make_groups(CpuComm backend, const Layout& l, const CommOptions& o = {}) {
+  return backend == CpuComm::kShm ? make_shm_groups(l, MPI_COMM_WORLD, o) : make_mpi_groups(l, MPI_COMM_WORLD, o);
+}
+CommPtr make_comm(CpuComm backend, const CommOptions& o) {
+  return backend == CpuComm::kShm ? make_shm_comm(MPI_COMM_WORLD, o) : make_mpi_comm(MPI_COMM_WORLD, o);
+}
+
+class CommBackend : public ::testing::TestWithParam<CpuComm> {};
+INSTANTIATE_TEST_SUITE_P(Cpu, CommBackend, ::testing::Values(CpuComm::kMpi, CpuComm::kShm),
+                         [](const auto& info) { return std::string(cpu_comm_name(info.param)); });
+
+TEST_P(CommBackend, EveryCollectiveOnEveryGroupOfEveryLayout) {
   const int world = world_size(), me = world_rank();
   for (const LayoutConfig& cfg : layouts_for(world)) {
     Layout l = Layout::build(world, cfg);
-    ProcessGroups g = make_mpi_groups(l, MPI_COMM_WORLD);
+    ProcessGroups g = make_groups(GetParam(), l);
     check_group(*g.world, l.world_group(), "world " + l.describe());
     check_group(*g.tp, l.tp_group(me), "tp " + l.describe());
     check_group(*g.dp, l.dp_group(me), "dp " + l.describe());
@@ -90,10 +104,10 @@ TEST(Comm, EveryCollectiveOnEveryGroupOfEveryLayout) {
 
 // Fixed order: every rank gets bits equal to the left-to-right sum r0 + r1 + ... computed locally, for values
 // whose sum is NOT order-independent.
-TEST(Comm, FixedOrderSumEqualsLeftToRightSum) {
+TEST_P(CommBackend, FixedOrderSumEqualsLeftToRightSum) {
   const int world = world_size(), me = world_rank();
   auto value = [](int r) { return 1.0f / static_cast<float>(3 + r) + (r % 3 == 0 ? 1e6f : 0.0f); };
-  CommPtr c = make_mpi_comm(MPI_COMM_WORLD, {ReduceOrder::kFixed, 0});
+  CommPtr c = make_comm(GetParam(), {ReduceOrder::kFixed, 0});
   at::Tensor t = at::full({1}, value(me));
   c->all_reduce(t);
   float expect = value(0);
@@ -102,9 +116,9 @@ TEST(Comm, FixedOrderSumEqualsLeftToRightSum) {
 }
 
 // Permuted order: all ranks agree on the bits of each call (same seed, same call counter).
-TEST(Comm, PermutedOrderAgreesAcrossRanks) {
+TEST_P(CommBackend, PermutedOrderAgreesAcrossRanks) {
   const int me = world_rank();
-  CommPtr c = make_mpi_comm(MPI_COMM_WORLD, {ReduceOrder::kPermuted, 42});
+  CommPtr c = make_comm(GetParam(), {ReduceOrder::kPermuted, 42});
   CommPtr check = make_mpi_comm(MPI_COMM_WORLD);
   for (int call = 0; call < 4; ++call) {
     at::Tensor t = at::full({8}, 1.0f / static_cast<float>(3 + me) + (me % 3 == 0 ? 1e6f : 0.0f));
@@ -118,11 +132,11 @@ TEST(Comm, PermutedOrderAgreesAcrossRanks) {
 
 // A tensor large enough to be summed a slice per rank (and not a multiple of the group size) gets the bits of the
 // whole gathered tensor summed in the same order on one rank: slicing must not change any element's order.
-TEST(Comm, SlicedOrderedSumEqualsWholeGatherSum) {
+TEST_P(CommBackend, SlicedOrderedSumEqualsWholeGatherSum) {
   const int world = world_size(), me = world_rank();
   for (ReduceOrder order : {ReduceOrder::kFixed, ReduceOrder::kPermuted}) {
     const CommOptions opts{order, 7};
-    CommPtr c = make_mpi_comm(MPI_COMM_WORLD, opts);
+    CommPtr c = make_comm(GetParam(), opts);
     CommPtr plain = make_mpi_comm(MPI_COMM_WORLD);
     const int64_t n = 64 * world + 37;
     at::Tensor idx = at::arange(n, at::kFloat);
@@ -134,6 +148,59 @@ TEST(Comm, SlicedOrderedSumEqualsWholeGatherSum) {
     EXPECT_TRUE(at::equal(got, want)) << "order " << static_cast<int>(order) << " on " << world
                                       << " ranks: sliced sum differs from the whole-gather sum";
   }
+}
+
+// The shm backend against MPI's ordered sums, bit for bit, on values whose sum depends on the order: every collective,
+// sizes from one element to past the segment's first capacity (its growth), a run of calls that alternates the
+// buffers' halves. The largest size skips all_gather (64 ranks would hold 64 copies of 64 inputs).
+TEST(ShmComm, EqualsMpiBitForBit) {
+  const int me = world_rank();
+  for (ReduceOrder order : {ReduceOrder::kNative, ReduceOrder::kFixed, ReduceOrder::kPermuted}) {
+    const CommOptions opts{order, 11};
+    const CommOptions mpi_opts{order == ReduceOrder::kNative ? ReduceOrder::kFixed : order, 11};  // shm's native
+    CommPtr shm = make_shm_comm(MPI_COMM_WORLD, opts), mpi = make_mpi_comm(MPI_COMM_WORLD, mpi_opts);
+    constexpr int64_t kLarge = 70000;  // 280 KB of floats, 560 KB of doubles: over the first 256 KB
+    for (int64_t n : {1L, 37L, 256L, 257L, 4099L, kLarge}) {
+      SCOPED_TRACE(fmt::format("order {} n {}", static_cast<int>(order), n));
+      at::Tensor idx = at::arange(n, at::kFloat);
+      at::Tensor x = (1.0f / (idx + 3.0f + static_cast<float>(me))) + (me % 3 == 0 ? 1e4f : 0.0f);
+      auto both = [&](auto&& op) {
+        at::Tensor a = op(*shm), b = op(*mpi);
+        EXPECT_TRUE(at::equal(a, b)) << "max |diff| " << (a - b).abs().max().item<float>();
+      };
+      both([&](Comm& c) { at::Tensor t = x.clone(); c.all_reduce(t); return t; });
+      both([&](Comm& c) { at::Tensor t = x.to(at::kDouble); c.all_reduce(t); return t; });
+      both([&](Comm& c) { at::Tensor t = x.clone(); c.all_reduce(t, ReduceOp::kMax); return t; });
+      both([&](Comm& c) { at::Tensor t = x.clone(); c.all_reduce(t, ReduceOp::kMin); return t; });
+      both([&](Comm& c) { at::Tensor t = (idx * (me + 1)).to(at::kLong); c.all_reduce(t); return t; });
+      both([&](Comm& c) { at::Tensor t = (idx.remainder(me + 2) == 0); c.all_reduce(t, ReduceOp::kMax); return t; });
+      if (n < kLarge) both([&](Comm& c) { return c.all_gather(x); });
+      if (n % world_size() == 0 || n == kLarge) {
+        at::Tensor y = at::cat({x, x}).narrow(0, 0, n / world_size() * world_size()).contiguous();
+        if (y.numel() > 0) both([&](Comm& c) { return c.reduce_scatter(y); });
+      }
+      both([&](Comm& c) { at::Tensor t = x.clone(); c.broadcast(t, world_size() - 1); return t; });
+      EXPECT_EQ(shm->calls(), mpi->calls());
+    }
+  }
+}
+
+// A collective whose size differs on one rank: every rank of the shm group refuses it with both sizes named, and the
+// group goes on working.
+TEST(ShmComm, SizeMismatchRefusedOnEveryRank) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  CommPtr c = make_shm_comm(MPI_COMM_WORLD, {ReduceOrder::kFixed, 0});
+  at::Tensor t = at::ones({world_rank() == 0 ? 10 : 12}, at::kFloat);
+  try {
+    c->all_reduce(t, ReduceOp::kSum);
+    ADD_FAILURE() << "rank " << world_rank() << " took a mismatched all_reduce";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shm collective mismatch"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("of 40 bytes"), std::string::npos) << e.what();
+  }
+  at::Tensor ok = at::ones({3}, at::kFloat);
+  c->all_reduce(ok);
+  EXPECT_EQ(ok[0].item<float>(), static_cast<float>(world_size()));
 }
 
 // A collective issued with another size on one rank. The transport refuses it on some rank (Open MPI: a

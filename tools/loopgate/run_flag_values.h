@@ -9,7 +9,8 @@ namespace loopgate {
 
 struct RunFlags {
   std::string fixture = "single", arm = "baseline";
-  std::optional<std::string> inject, trace, syncs_json, decay, rerun_mode, on_fault, reduce_order, save, load;
+  std::optional<std::string> inject, trace, syncs_json, decay, rerun_mode, on_fault, reduce_order, cpu_comm, save,
+      load;
   std::optional<int64_t> iters, log_interval, warmup, decay_iters, wsd_decay_iters, tp, pp, mbs, gbs;
   std::optional<int64_t> seq, hidden, layers, heads, bucket, seed, data_seed, permute_seed, save_interval,
       exit_interval;

@@ -88,7 +88,10 @@ void add_run_flags(CLI::App* run, RunFlags& f) {
   run->add_option("--grad-bucket-size", f.bucket, "grad buffer bucket size in elements, >= 1");
   run->add_option("--seed", f.seed, "init seed, >= 0");
   run->add_option("--data-seed", f.data_seed, "mock data seed, >= 0");
-  run->add_option("--reduce-order", f.reduce_order, "native (default) | fixed | permuted (float sum order)");
+  run->add_option("--reduce-order", f.reduce_order, "native | fixed | permuted (float sum order; native: the backend's own, rank order on shm; default: the fixture's)");
+  run->add_option("--cpu-comm", f.cpu_comm,
+                  "mpi | shm (the CPU groups' backend, default: the fixture's; shm: one host, shared memory, sums in "
+                  "rank order)");
   run->add_option("--permute-seed", f.permute_seed, ">= 0 (needs --reduce-order permuted)");
 }
 
@@ -172,6 +175,9 @@ void check_run_flags(const RunFlags& f) {
   check_choice("--rerun-mode", f.rerun_mode, {"disabled", "validate_results", "report_stats"});
   check_choice("--on-fault", f.on_fault, {"abort", "skip"});
   check_choice("--reduce-order", f.reduce_order, {"native", "fixed", "permuted"});
+  check_choice("--cpu-comm", f.cpu_comm, {"mpi", "shm"});
+  LG_INPUT_CHECK(!f.cpu_comm || gpu_flags().device != "cuda", "--cpu-comm {}: applies only on CPU (--device cuda "
+                 "runs NCCL)", f.cpu_comm.value_or(""));
   // Pairs that contradict each other, and flags that would be silently ignored.
   LG_INPUT_CHECK(!(f.sp && f.no_sp), "--sequence-parallel and --no-sequence-parallel: give one");
   LG_INPUT_CHECK(!(f.loss_scale && f.dynamic_scale), "--loss-scale {} and --dynamic-loss-scale: give one",
@@ -241,6 +247,7 @@ RunOptions to_run_options(const RunFlags& f) {
   if (f.seed) c.model.init_seed = static_cast<uint64_t>(*f.seed);
   if (f.data_seed) c.data.data_seed = static_cast<uint64_t>(*f.data_seed);
   if (f.reduce_order) c.comm.order = reduce_order(*f.reduce_order);
+  if (f.cpu_comm) c.cpu_comm = *f.cpu_comm == "shm" ? CpuComm::kShm : CpuComm::kMpi;
   if (f.permute_seed) c.comm.permute_seed = static_cast<uint64_t>(*f.permute_seed);
   apply_gpu_flags(gpu_flags(), c);
   return o;

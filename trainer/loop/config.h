@@ -67,6 +67,7 @@ struct RunConfig {
   double fast_clock_factor = 1.0;
   int64_t bucket_size = 0;                 // grad-buffer bucket size in elements (0 = default)
   CommOptions comm;                        // reduction order (kPermuted for the distributional gate)
+  CpuComm cpu_comm = CpuComm::kMpi;        // the CPU groups' backend (comm.h); the GPU tier's is NCCL
   CaptureSpec capture;                     // CUDA-graph capture probe of one region (GPU only; off by default)
   // --cuda-graph iteration: the iterations of an arm that reads nothing between log points (zerosync), log points
   // included, replayed as one CUDA graph (capture.h); other arms run eagerly. On a CPU device (tests only; the CLI

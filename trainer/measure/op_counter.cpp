@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "trainer/common/error.h"
+#include "trainer/common/transport_work.h"
 
 namespace loopgate {
 namespace {
@@ -38,7 +39,9 @@ thread_local std::vector<char> t_child_launched;
 thread_local int t_suspended = 0;
 thread_local int t_sync_depth = 0;  // open op_synchronizes operators: item() inside is_nonzero is one sync
 
-bool counting_here() { return t_suspended == 0 && state().enabled.load(std::memory_order_relaxed); }
+bool counting_here() {
+  return t_suspended == 0 && !in_transport_work() && state().enabled.load(std::memory_order_relaxed);
+}
 
 // An operator's class by name, remembered per thread in a small table keyed by the name's address and confirmed by
 // one string comparison (an autograd node's name may be a string another name reuses later): one comparison per

@@ -16,6 +16,8 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+const char* cpu_comm_name(CpuComm c) { return c == CpuComm::kShm ? "shm" : "mpi"; }
+
 at::Tensor sum_in_order(const at::Tensor& parts, const CommOptions& options, int64_t call) {
   const int n = static_cast<int>(parts.size(0));
   std::vector<int> order(n);

@@ -15,11 +15,16 @@ namespace loopgate {
 enum class ReduceOp { kSum, kMax, kMin };
 const char* reduce_op_name(ReduceOp op);  // sum, max, min
 
-// How a floating-point SUM is ordered. kNative: the backend's own algorithm (deterministic for a fixed
-// (np, size, Open MPI) on CPU). kFixed: gather, then add in group-rank order 0,1,...,n-1 — the same bits for
+// How a floating-point SUM is ordered. kNative: the backend's own algorithm (MPI: deterministic for a fixed
+// (np, size, Open MPI) on CPU; shm: rank order, as kFixed). kFixed: gather, then add in group-rank order 0,1,...,n-1 — the same bits for
 // any backend algorithm. kPermuted: gather, then add in an order permuted per call from a seed — stands in
 // for NCCL's run-to-run order changes (used by the distributional gate).
 enum class ReduceOrder { kNative, kFixed, kPermuted };
+
+// Which backend a CPU run's groups use (RunConfig::cpu_comm, `loopgate run --cpu-comm`): MpiComm (comm_mpi.h) or
+// ShmComm (comm_shm.h: one host, collectives through shared memory, sums in rank order).
+enum class CpuComm { kMpi, kShm };
+const char* cpu_comm_name(CpuComm c);  // mpi, shm
 
 struct CommOptions {
   ReduceOrder order = ReduceOrder::kNative;

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "trainer/common/error.h"
+#include "trainer/common/transport_work.h"
 
 namespace loopgate {
 
@@ -83,8 +84,8 @@ class MpiComm final : public Comm {
     if (g_.size == 1) return;
     bool ordered = op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point();
     if (ordered) {
-      at::Tensor summed = ordered_sum(t);
-      t.copy_(summed);
+      TransportWork transport;  // the copy back too: MPI's native sum lands in place
+      t.copy_(ordered_sum(t));
       return;
     }
     at::Tensor work = reducible(t);
@@ -109,7 +110,10 @@ class MpiComm final : public Comm {
     if (g_.size == 1) return t.clone();
     int64_t chunk = t.size(0) / g_.size;
     bool ordered = op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point();
-    if (ordered) return ordered_sum(t).narrow(0, g_.rank * chunk, chunk).clone();
+    if (ordered) {
+      TransportWork transport;
+      return ordered_sum(t).narrow(0, g_.rank * chunk, chunk).clone();
+    }
     at::Tensor work = reducible(t);
     std::vector<int64_t> shape = work.sizes().vec();
     shape[0] = chunk;
@@ -186,6 +190,7 @@ class MpiComm final : public Comm {
   // summed a slice per rank (all-to-all, ordered sum of my slice, all-gather of the slices): the same order for
   // every element, so the same bits as summing the whole gather, at 1/size of the traffic (64 ranks on 2 cores).
   at::Tensor ordered_sum(const at::Tensor& t) {
+    TransportWork transport;  // the transport's own adds: counted as MPI's native sum is, not at all
     const int64_t n = t.numel();
     if (n < kSliceMin * g_.size)
       return sum_in_order(gather_raw(t.contiguous()).view({g_.size, n}), options_, calls_).view(t.sizes());
@@ -208,10 +213,10 @@ class MpiComm final : public Comm {
 };
 
 // Splits `base` so that ranks with the same color land together; key keeps world order.
-CommPtr split(MPI_Comm base, int color, int key, const CommOptions& options) {
+CommPtr split(MPI_Comm base, int color, int key, const CommOptions& options, CommOverMpi make) {
   MPI_Comm out;
   LG_MPI_CHECK(MPI_Comm_split(base, color, key, &out));
-  return make_mpi_comm(out, options, /*own=*/true);
+  return make(out, options, /*own=*/true);
 }
 
 }  // namespace
@@ -221,6 +226,10 @@ CommPtr make_mpi_comm(MPI_Comm comm, const CommOptions& options, bool own) {
 }
 
 ProcessGroups make_mpi_groups(const Layout& layout, MPI_Comm base, const CommOptions& options) {
+  return split_groups(layout, base, options, &make_mpi_comm);
+}
+
+ProcessGroups split_groups(const Layout& layout, MPI_Comm base, const CommOptions& options, CommOverMpi make) {
   int rank = 0, size = 0;
   LG_MPI_CHECK(MPI_Comm_rank(base, &rank));
   LG_MPI_CHECK(MPI_Comm_size(base, &size));
@@ -228,12 +237,12 @@ ProcessGroups make_mpi_groups(const Layout& layout, MPI_Comm base, const CommOpt
   ProcessGroups g;
   MPI_Comm world_dup;
   LG_MPI_CHECK(MPI_Comm_dup(base, &world_dup));  // our own context: no clash with the harness's collectives
-  g.world = make_mpi_comm(world_dup, options, /*own=*/true);
+  g.world = make(world_dup, options, /*own=*/true);
   const Layout::GroupColors colors = layout.group_colors(rank);
-  g.tp = split(base, colors.tp, rank, options);
-  g.dp = split(base, colors.dp, rank, options);
-  g.pp = split(base, colors.pp, rank, options);
-  g.mp = split(base, colors.mp, rank, options);
+  g.tp = split(base, colors.tp, rank, options, make);
+  g.dp = split(base, colors.dp, rank, options, make);
+  g.pp = split(base, colors.pp, rank, options, make);
+  g.mp = split(base, colors.mp, rank, options, make);
   return g;
 }
 

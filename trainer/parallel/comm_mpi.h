@@ -33,4 +33,9 @@ CommPtr make_mpi_comm(MPI_Comm comm, const CommOptions& options = {}, bool own =
 // size of `base`.
 ProcessGroups make_mpi_groups(const Layout& layout, MPI_Comm base, const CommOptions& options = {});
 
+// The splits make_mpi_groups does, each group's communicator handed to `make` (owned): one definition of which
+// ranks form which group for every backend built on an MPI communicator (comm_shm.h).
+using CommOverMpi = CommPtr (*)(MPI_Comm comm, const CommOptions& options, bool own);
+ProcessGroups split_groups(const Layout& layout, MPI_Comm base, const CommOptions& options, CommOverMpi make);
+
 }  // namespace loopgate
