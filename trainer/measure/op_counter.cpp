@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "trainer/common/error.h"
-#include "trainer/common/transport_work.h"
+#include "trainer/common/uncounted_operators.h"
 
 namespace loopgate {
 namespace {
@@ -36,11 +36,10 @@ State& state() {
 // Per open operator on this thread: did an operator dispatched inside it launch (itself or below)? An operator
 // whose children only allocate or view (at::where allocating its result with at::empty) is the one that launches.
 thread_local std::vector<char> t_child_launched;
-thread_local int t_suspended = 0;
 thread_local int t_sync_depth = 0;  // open op_synchronizes operators: item() inside is_nonzero is one sync
 
 bool counting_here() {
-  return t_suspended == 0 && !in_transport_work() && state().enabled.load(std::memory_order_relaxed);
+  return !operators_uncounted() && state().enabled.load(std::memory_order_relaxed);
 }
 
 // An operator's class by name, remembered per thread in a small table keyed by the name's address and confirmed by
@@ -187,7 +186,5 @@ void OpCounter::add(int64_t iteration, const char* site) {
   ++state().table[iteration][site];
 }
 
-OpCounter::Suspend::Suspend() { ++t_suspended; }
-OpCounter::Suspend::~Suspend() { --t_suspended; }
 
 }  // namespace loopgate

@@ -18,6 +18,8 @@
 #include <map>
 #include <string>
 
+#include "trainer/common/uncounted_operators.h"
+
 namespace loopgate {
 
 using OpTable = std::map<int64_t, std::map<std::string, int64_t>>;  // ledger iteration -> site -> operators
@@ -34,13 +36,7 @@ class OpCounter {
   std::map<std::string, int64_t> syncs(int64_t iteration) const;
 
   // While one lives on this thread, nothing is counted (the ledger's host-side conversion of a read).
-  class Suspend {
-   public:
-    Suspend();
-    ~Suspend();
-    Suspend(const Suspend&) = delete;
-    Suspend& operator=(const Suspend&) = delete;
-  };
+  using Suspend = UncountedOperators;
 
   // For the callback.
   void add(int64_t iteration, const char* site);

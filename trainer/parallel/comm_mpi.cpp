@@ -8,7 +8,7 @@
 #include <random>
 
 #include "trainer/common/error.h"
-#include "trainer/common/transport_work.h"
+#include "trainer/common/uncounted_operators.h"
 
 namespace loopgate {
 
@@ -84,7 +84,7 @@ class MpiComm final : public Comm {
     if (g_.size == 1) return;
     bool ordered = op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point();
     if (ordered) {
-      TransportWork transport;  // the copy back too: MPI's native sum lands in place
+      UncountedOperators transport;  // the copy back too: MPI's native sum lands in place
       t.copy_(ordered_sum(t));
       return;
     }
@@ -111,7 +111,7 @@ class MpiComm final : public Comm {
     int64_t chunk = t.size(0) / g_.size;
     bool ordered = op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point();
     if (ordered) {
-      TransportWork transport;
+      UncountedOperators transport;
       return ordered_sum(t).narrow(0, g_.rank * chunk, chunk).clone();
     }
     at::Tensor work = reducible(t);
@@ -190,7 +190,7 @@ class MpiComm final : public Comm {
   // summed a slice per rank (all-to-all, ordered sum of my slice, all-gather of the slices): the same order for
   // every element, so the same bits as summing the whole gather, at 1/size of the traffic (64 ranks on 2 cores).
   at::Tensor ordered_sum(const at::Tensor& t) {
-    TransportWork transport;  // the transport's own adds: counted as MPI's native sum is, not at all
+    UncountedOperators transport;  // the transport's own adds: counted as MPI's native sum is, not at all
     const int64_t n = t.numel();
     if (n < kSliceMin * g_.size)
       return sum_in_order(gather_raw(t.contiguous()).view({g_.size, n}), options_, calls_).view(t.sizes());

@@ -22,7 +22,7 @@
 #include <memory>
 
 #include "trainer/common/error.h"
-#include "trainer/common/transport_work.h"
+#include "trainer/common/uncounted_operators.h"
 #include "trainer/parallel/comm_mpi.h"
 
 namespace loopgate {
@@ -167,7 +167,7 @@ class ShmComm final : public ForwardingComm {
     shape[0] *= n_;
     at::Tensor out = at::empty(shape, t.options());
     if (n_ == 1) {
-      TransportWork transport;
+      UncountedOperators transport;
       return out.copy_(t.reshape(out.sizes()));
     }
     exchange(Kind::kAllGather, t, -1);
@@ -189,7 +189,7 @@ class ShmComm final : public ForwardingComm {
     shape[0] = chunk;
     at::Tensor mine;
     {
-      TransportWork transport;
+      UncountedOperators transport;
       mine = reduce(rows(work, rank_ * slice, slice), op).view(shape);
     }
     return mine.to(t.scalar_type());
@@ -244,7 +244,7 @@ class ShmComm final : public ForwardingComm {
   // Every rank's values of `work` (this rank's in the segment already) reduced into `work`: small tensors whole on
   // every rank (no second wait), large ones a slice per rank, then every slice copied out.
   void reduce_into(at::Tensor& work, ReduceOp op) {
-    TransportWork transport;  // the adds are the transport's, as MPI's are inside MPI
+    UncountedOperators transport;  // the adds are the transport's, as MPI's are inside MPI
     const int64_t numel = work.numel(), size = work.element_size();
     if (numel <= kWholeMax) {
       work.copy_(reduce(rows(work, 0, numel), op).view(work.sizes()));
