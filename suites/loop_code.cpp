@@ -71,7 +71,7 @@ TEST(GatePower, LoopCodeRejectsAPendingBoundAboveTheSpecifications) {
 TEST(GatePower, LoopCodeRejectsWhateverCompletedReports) {
   if (world_rank() != 0) return;
   const EventTimerFactory whatever = [](const std::string& name, EventSource* events) {
-    return std::make_unique<WhateverCompletedTimer>(name, events);
+    return event_timer_reporting(std::make_unique<WhateverCompletedReport>(), name, events);
   };
   const auto p = check_event_timer_lagging_device(whatever).problems;
   EXPECT_FALSE(p.empty()) << "the loop_code gate accepted timers that report whatever has completed";

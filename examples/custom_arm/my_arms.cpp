@@ -36,7 +36,8 @@ Arm my_syncfree() {
 struct WhateverCompletedTimers : loopgate::Mutation {
   void wrap(const loopgate::Made& made) const override {  // every product the loop builds passes here
     if (const auto* t = std::get_if<loopgate::made::EventTimer>(&made))
-      t->timer = std::make_unique<loopgate::WhateverCompletedTimer>(t->name, t->events);
+      t->timer = loopgate::event_timer_reporting(std::make_unique<loopgate::WhateverCompletedReport>(), t->name,
+                                                 t->events);
   }
 };
 

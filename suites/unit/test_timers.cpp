@@ -276,7 +276,7 @@ TEST(TimerLaggingDevice, OneWindowPerLogPointWhateverTheLag) {
   EXPECT_EQ(c.max_live_events, 15) << "the window to report (8 events) and the one being closed (7), once at least";
   // The seed PR's first form fails it (0.0 lines, doubled windows).
   const TimerCheck whatever = check_event_timer_lagging_device([](const std::string& n, EventSource* e) {
-    return std::make_unique<WhateverCompletedTimer>(n, e);
+    return event_timer_reporting(std::make_unique<WhateverCompletedReport>(), n, e);
   });
   EXPECT_FALSE(whatever.problems.empty());
 }

@@ -135,15 +135,15 @@ int WindowLagEventSource::begin_log_point() {
 
 void WindowLagEventSource::end_log_point() { window_ends_.push_back(recorded()); }
 
-// ---- EventTimer ----
+// ---- the interval book ----
 
-EventTimer::EventTimer(std::string name, EventSource* events, size_t max_pending)
+IntervalBook::IntervalBook(std::string name, EventSource* events, size_t max_pending)
     : name_(std::move(name)), events_(events), max_pending_(max_pending) {
   LG_CHECK(events_ != nullptr, "event timer {} needs an event source", name_);
   LG_CHECK(max_pending_ >= 2, "event timer {}: max_pending {} < 2", name_, max_pending_);
 }
 
-void EventTimer::record(bool is_start) {
+void IntervalBook::record(bool is_start) {
   // Full: wait for the oldest closed interval (a blocking wait, the bound's price) and keep it until its window
   // is due — forced completion never makes a report early.
   while (pending_.size() >= max_pending_) {
@@ -155,22 +155,25 @@ void EventTimer::record(bool is_start) {
   }
   pending_.push_back({events_->record(), is_start, next_seq_});
   max_pending_seen_ = std::max(max_pending_seen_, pending_.size());
+  if (!is_start) ++next_seq_;
 }
 
-void EventTimer::start(bool) {
-  LG_CHECK(!started_, "timer {} has already been started", name_);
-  record(true);
-  started_ = true;
+void IntervalBook::drop_running_start() { pending_.pop_back(); }
+
+void IntervalBook::close_window() {
+  window_ends_.push_back(next_seq_);
+  ++log_points_;
 }
 
-void EventTimer::stop(bool) {
-  LG_CHECK(started_, "timer {} is not started", name_);
-  record(false);
-  ++next_seq_;
-  started_ = false;
+int64_t IntervalBook::take_oldest_window() {
+  const int64_t end = window_ends_.front();
+  window_ends_.pop_front();
+  return end;
 }
 
-void EventTimer::harvest() {
+void IntervalBook::drop_windows() { window_ends_.clear(); }
+
+void IntervalBook::harvest() {
   while (pending_.size() >= 2 && pending_[0].is_start && !pending_[1].is_start &&
          events_->query(pending_[0].event) && events_->query(pending_[1].event)) {
     done_[pending_[0].seq] = events_->seconds_between(pending_[0].event, pending_[1].event);
@@ -181,7 +184,7 @@ void EventTimer::harvest() {
   }
 }
 
-bool EventTimer::wait_for(int64_t end_seq) {
+bool IntervalBook::wait_for(int64_t end_seq) {
   harvest();
   bool waited = false;
   // The stop event of the window's last interval: once it completes, so has every earlier event (one stream).
@@ -204,13 +207,25 @@ bool EventTimer::wait_for(int64_t end_seq) {
   return waited;
 }
 
-double EventTimer::sum_done(int64_t from, int64_t to) const {
+void IntervalBook::book_unwaited_as_zero(int64_t seq) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->seq == seq) {
+      events_->release(it->event);
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  done_[seq] = 0.0;
+}
+
+double IntervalBook::sum_harvested(int64_t from, int64_t to) const {
   double sum = 0.0;
   for (auto it = done_.lower_bound(from); it != done_.end() && it->first < to; ++it) sum += it->second;
   return sum;
 }
 
-std::vector<TimerInterval> EventTimer::report_upto(int64_t end_seq) {
+std::vector<TimerInterval> IntervalBook::report_upto(int64_t end_seq) {
   std::vector<TimerInterval> out;
   for (; reported_upto_ < end_seq; ++reported_upto_) {
     auto it = done_.find(reported_upto_);
@@ -222,51 +237,72 @@ std::vector<TimerInterval> EventTimer::report_upto(int64_t end_seq) {
   return out;
 }
 
-double EventTimer::elapsed(bool reset, bool) {
-  const bool was_started = started_;
-  if (was_started) stop();
-  window_ends_.push_back(next_seq_);  // the window this log point closes
-  const double value = report();
-  if (reset) elapsed_ = 0.0;
-  if (was_started) start();
-  return value;
-}
-
-double EventTimer::report() {
-  if (!preview_done_) {
-    // The first log point: no earlier window to report. Wait once for this one and show it; it is reported
-    // (exactly once) by the next log point.
-    shows_ = Shows::kPreviewOfThisWindow;
-    if (wait_for_preview(window_ends_.back())) ++first_report_waits_;
-    preview_done_ = true;
-    return elapsed_ + sum_done(reported_upto_, window_ends_.back());
-  }
-  // Every later log point reports the window before the one it just closed: exactly one window.
-  shows_ = Shows::kPreviousWindow;
-  const int64_t due = window_ends_.front();
-  window_ends_.pop_front();
-  if (wait_for(due)) ++lag_waits_;
-  report_upto(due);
-  return elapsed_;
-}
-
-void EventTimer::reset() {
-  elapsed_ = 0.0;
-  if (started_) {  // Megatron's reset drops a running window; its start event is never reported
-    pending_.pop_back();
-    started_ = false;
-  }
-}
-
-std::vector<TimerInterval> EventTimer::take_reported() { return std::exchange(reported_, {}); }
-
-std::vector<TimerInterval> EventTimer::drain() {
-  if (started_) stop();
+std::vector<TimerInterval> IntervalBook::drain() {
   if (!pending_.empty()) events_->synchronize(pending_.back().event);
   harvest();
   LG_CHECK(pending_.empty(), "event timer {}: {} events still pending after drain", name_, pending_.size());
   window_ends_.clear();
   return report_upto(next_seq_);
+}
+
+// ---- the lagged report ----
+
+ReportForm::Shown LaggedReport::report(IntervalBook& book) {
+  if (book.log_points() == 1) {
+    // The first log point: no earlier window to report. Wait once for this one and show it; it is reported
+    // (exactly once) by the next log point.
+    if (book.wait_for(book.newest_window_end())) book.note_first_report_wait();
+    return {book.reported_sum() + book.sum_harvested(book.reported_upto(), book.newest_window_end()),
+            TimerShows::kPreviewOfThisWindow};
+  }
+  // Every later log point reports the window before the one it just closed: exactly one window.
+  const int64_t due = book.take_oldest_window();
+  if (book.wait_for(due)) book.note_lag_wait();
+  book.report_upto(due);
+  return {book.reported_sum(), TimerShows::kPreviousWindow};
+}
+
+// ---- EventTimer ----
+
+EventTimer::EventTimer(std::string name, EventSource* events, size_t max_pending, std::unique_ptr<ReportForm> form)
+    : book_(std::move(name), events, max_pending), form_(std::move(form)) {
+  LG_CHECK(form_ != nullptr, "event timer {} needs a report form", book_.name());
+}
+
+void EventTimer::start(bool) {
+  LG_CHECK(!started_, "timer {} has already been started", book_.name());
+  book_.record(true);
+  started_ = true;
+}
+
+void EventTimer::stop(bool) {
+  LG_CHECK(started_, "timer {} is not started", book_.name());
+  book_.record(false);
+  started_ = false;
+}
+
+double EventTimer::elapsed(bool reset, bool) {
+  const bool was_started = started_;
+  if (was_started) stop();
+  book_.close_window();  // the window this log point closes
+  const ReportForm::Shown shown = form_->report(book_);
+  shows_ = shown.shows;
+  if (reset) book_.reset_sum();
+  if (was_started) start();
+  return shown.seconds;
+}
+
+void EventTimer::reset() {
+  book_.reset_sum();
+  if (started_) {  // Megatron's reset drops a running window; its start event is never reported
+    book_.drop_running_start();
+    started_ = false;
+  }
+}
+
+std::vector<TimerInterval> EventTimer::drain() {
+  if (started_) stop();
+  return book_.drain();
 }
 
 // ---- Timers ----

@@ -24,6 +24,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainer/timers/timer_interval.h"
@@ -191,67 +192,125 @@ class WindowLagEventSource : public ClockEventSource {
 
 // ---- EventTimer (sync-free) ----
 
-class EventTimer : public Timer {
- public:
-  static constexpr size_t kMaxPendingEvents = 1024;
-  EventTimer(std::string name, EventSource* events, size_t max_pending = kMaxPendingEvents);
-  // What the last elapsed() reported: the window before the one it closed (the contract), a preview of the window
-  // it closed (the first log point; reported again by the next), or every interval completed up to now.
-  enum class Shows { kPreviousWindow, kPreviewOfThisWindow, kUpToNow };
-  const std::string& name() const override { return name_; }
-  void start(bool barrier = false) override;  // barrier ignored: the sync-free form drops the per-call barrier
-  void stop(bool barrier = false) override;
-  // A log point: closes the current window (a running timer stops and restarts at the boundary) and reports
-  // the window before it, lagged by one (see the file comment); returns the accumulated reported seconds (the
-  // first call: the preview of the window it closed). `reset` clears the accumulation after the read.
-  double elapsed(bool reset = true, bool barrier = false) override;
-  void reset() override;  // drops the accumulated (already reported) sum; pending intervals stay pending
-  bool started() const override { return started_; }
-  std::vector<TimerInterval> take_reported() override;
+// What an event timer's elapsed() shows after a log point: the window before the one it closed (the contract), a
+// preview of the window it closed (the first log point; reported again by the next), or every interval completed
+// up to now.
+enum class TimerShows { kPreviousWindow, kPreviewOfThisWindow, kUpToNow };
 
-  std::vector<TimerInterval> drain() override;  // waits for every pending event (one blocking wait)
-  int64_t intervals_timed() const override { return next_seq_; }
-  EventTimer* event_timer() override { return this; }
-  Shows shows() const { return shows_; }
-  bool last_was_preview() const { return shows_ == Shows::kPreviewOfThisWindow; }
+// An event timer's book: its events not yet harvested, the intervals harvested and not yet reported, the windows
+// closed and not yet reported, the reported sum, and the waits. A report form reads and moves it through these calls
+// only, so its invariants (an interval reported once, in order; at most max_pending events) hold in one place.
+class IntervalBook {
+ public:
+  IntervalBook(std::string name, EventSource* events, size_t max_pending);
+  const std::string& name() const { return name_; }
+  void record(bool is_start);  // a start or a stop event; a stop closes interval timed() - 1
+  int64_t timed() const { return next_seq_; }  // intervals closed so far
+  void drop_running_start();   // reset() of a running timer: its start event is never reported
+
+  // Windows: a log point closes one at timed(); a report takes the oldest, or every one.
+  int64_t log_points() const { return log_points_; }  // windows closed so far, by elapsed()
+  void close_window();
+  int64_t newest_window_end() const { return window_ends_.back(); }
+  int64_t take_oldest_window();  // its end (an interval seq)
+  void drop_windows();
+
+  void harvest();                   // completed intervals move from pending to harvested
+  bool wait_for(int64_t end_seq);   // every interval below end_seq harvested; true if that blocked
+  bool harvested(int64_t seq) const { return done_.count(seq) > 0; }
+  // Books interval `seq` at 0 s without waiting for its events, which are released: a form that will not wait.
+  void book_unwaited_as_zero(int64_t seq);
+  double sum_harvested(int64_t from, int64_t to) const;
+  int64_t reported_upto() const { return reported_upto_; }  // intervals with seq below were reported
+  // Harvested [reported_upto(), end_seq) -> reported (returned, and kept for take_reported), added to reported_sum().
+  std::vector<TimerInterval> report_upto(int64_t end_seq);
+  double reported_sum() const { return elapsed_; }
+  void reset_sum() { elapsed_ = 0.0; }
+  std::vector<TimerInterval> take_reported() { return std::exchange(reported_, {}); }
+  std::vector<TimerInterval> drain();  // one blocking wait for every pending event; reports every interval
+
   size_t pending_events() const { return pending_.size(); }
   size_t max_pending_seen() const { return max_pending_seen_; }
   int64_t forced_waits() const { return forced_waits_; }  // waits because the queue was full
+  // A form counts its first report's wait, and its later reports' (the device was > 1 window behind).
+  void note_first_report_wait() { ++first_report_waits_; }
+  void note_lag_wait() { ++lag_waits_; }
   int64_t first_report_waits() const { return first_report_waits_; }
-  int64_t lag_waits() const { return lag_waits_; }  // later reports that waited: the device was > 1 window behind
+  int64_t lag_waits() const { return lag_waits_; }
 
- protected:
-  // A log point's report, after elapsed() closed its window: the lagged contract. A timer with another report
-  // form (a loop change under test, built outside the trainer) overrides it, or only the preview's wait.
-  virtual double report();
-  virtual bool wait_for_preview(int64_t end_seq) { return wait_for(end_seq); }  // true if it blocked
-
+ private:
   struct Pending {
     int64_t event;
     bool is_start;
     int64_t seq;
   };
-  void record(bool is_start);
-  void harvest();                        // completed intervals move from pending_ to done_
-  bool wait_for(int64_t end_seq);        // every interval below end_seq harvested; true if that blocked
-  double sum_done(int64_t from, int64_t to) const;
-  std::vector<TimerInterval> report_upto(int64_t end_seq);  // done_ [reported_upto_, end_seq) -> reported
-
   std::string name_;
   EventSource* events_;
   size_t max_pending_;
-  bool started_ = false;
-  int64_t next_seq_ = 0;
-  bool preview_done_ = false;
-  Shows shows_ = Shows::kPreviousWindow;
+  int64_t next_seq_ = 0, log_points_ = 0;
   double elapsed_ = 0.0;
   std::deque<Pending> pending_;
   std::map<int64_t, double> done_;       // harvested, not yet reported: seq -> seconds
   std::deque<int64_t> window_ends_;      // closed windows not yet reported: the seq each ends before
-  int64_t reported_upto_ = 0;            // intervals with seq below this were reported
+  int64_t reported_upto_ = 0;
   std::vector<TimerInterval> reported_;  // reported, not yet taken
   size_t max_pending_seen_ = 0;
   int64_t forced_waits_ = 0, first_report_waits_ = 0, lag_waits_ = 0;
+};
+
+// How an event timer's log point reports, after elapsed() closed its window in the book: what elapsed() returns and
+// what it shows. The trainer has one, the lagged contract (LaggedReport); a loop change under test (built outside
+// the trainer) hands the timer another.
+class ReportForm {
+ public:
+  struct Shown {
+    double seconds;
+    TimerShows shows;
+  };
+  virtual ~ReportForm() = default;
+  virtual Shown report(IntervalBook& book) = 0;
+};
+
+// The contract (the file comment): the first log point waits once for the window it closed and previews it; every
+// later one reports exactly the window before the one it closed, waiting only if the device is further behind.
+class LaggedReport : public ReportForm {
+ public:
+  Shown report(IntervalBook& book) override;
+};
+
+class EventTimer : public Timer {
+ public:
+  static constexpr size_t kMaxPendingEvents = 1024;
+  using Shows = TimerShows;
+  EventTimer(std::string name, EventSource* events, size_t max_pending = kMaxPendingEvents,
+             std::unique_ptr<ReportForm> form = std::make_unique<LaggedReport>());
+  const std::string& name() const override { return book_.name(); }
+  void start(bool barrier = false) override;  // barrier ignored: the sync-free form drops the per-call barrier
+  void stop(bool barrier = false) override;
+  // A log point: closes the current window (a running timer stops and restarts at the boundary) and reports
+  // through the timer's form; returns the accumulated reported seconds (the first call: the preview of the window
+  // it closed). `reset` clears the accumulation after the read.
+  double elapsed(bool reset = true, bool barrier = false) override;
+  void reset() override;  // drops the accumulated (already reported) sum; pending intervals stay pending
+  bool started() const override { return started_; }
+  std::vector<TimerInterval> take_reported() override { return book_.take_reported(); }
+
+  std::vector<TimerInterval> drain() override;  // waits for every pending event (one blocking wait)
+  int64_t intervals_timed() const override { return book_.timed(); }
+  EventTimer* event_timer() override { return this; }
+  Shows shows() const { return shows_; }
+  bool last_was_preview() const { return shows_ == Shows::kPreviewOfThisWindow; }
+  size_t pending_events() const { return book_.pending_events(); }
+  size_t max_pending_seen() const { return book_.max_pending_seen(); }
+  int64_t forced_waits() const { return book_.forced_waits(); }
+  int64_t first_report_waits() const { return book_.first_report_waits(); }
+  int64_t lag_waits() const { return book_.lag_waits(); }
+
+ private:
+  IntervalBook book_;
+  std::unique_ptr<ReportForm> form_;
+  bool started_ = false;
+  Shows shows_ = Shows::kPreviousWindow;
 };
 
 // ---- the registry (Megatron's Timers) ----
