@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Device call 2 of 2026-12-07 (one GPU), on ed3fda1 (since call 1: the shared-memory CPU backend, the operator
-# counter leaving a transport's own adds uncounted as UncountedOperators, dp64 on shm): the GPU build; the
+# Device call 2 of 2026-12-07 (one GPU), on 0bf4940 (since call 1: the shared-memory CPU backend, the operator
+# counter leaving a transport's own adds uncounted as UncountedOperators, dp64 on shm, the event timer's report
+# forms): the GPU build; the
 # selftest's defects section with --device cuda; the gate on single with --device cuda on the checks that read
 # operator counts and the loop's rows.
 source ci/device-steps.sh call2.tgz
