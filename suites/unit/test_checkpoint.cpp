@@ -107,9 +107,9 @@ Checkpoint checkpoint_with_window() {
   Checkpoint c = checkpoint_sample();
   c.window.has_loss = true;
   c.window.loss_sum = 21.828125f;  // 3 losses' fp32 sum
-  c.window.advanced = 3;
-  c.window.skipped = 1;
-  c.window.nan = 1;
+  c.window.counts.advanced = 3;
+  c.window.counts.skipped = 1;
+  c.window.counts.nan = 1;
   c.window.abort_at = 5;
   c.window.abort_code = 17;
   return c;
@@ -121,9 +121,9 @@ TEST(Checkpoint, TheLogWindowLoadsBackAsSaved) {
   const SavedWindow w = load_checkpoint(dir.path, 0, 1).window;
   EXPECT_TRUE(w.has_loss);
   EXPECT_EQ(w.loss_sum, 21.828125f);
-  EXPECT_EQ(w.advanced, 3 + wrong());
-  EXPECT_EQ(w.skipped, 1);
-  EXPECT_EQ(w.nan, 1);
+  EXPECT_EQ(w.counts.advanced, 3 + wrong());
+  EXPECT_EQ(w.counts.skipped, 1);
+  EXPECT_EQ(w.counts.nan, 1);
   EXPECT_EQ(w.abort_at, 5);
   EXPECT_EQ(w.abort_code, 17);
   EXPECT_EQ(load_checkpoint(dir.path, 0, 1).tensors.size(), 2u);  // the window is not among the state's tensors

@@ -25,11 +25,16 @@ struct LateAbort {
   int exit_code = 0;
 };
 
+// A window's step counts since the last log point.
+struct WindowCounts {
+  int64_t advanced = 0, skipped = 0, nan = 0;
+};
+
 // The window as a save finds it between log points: the checkpoint's loopgate.window.* numbers.
 struct SavedWindow {
   bool has_loss = false;  // an advanced iteration's loss is in the sum (on the rank that holds the loss)
   float loss_sum = 0.0f;  // the advanced iterations' fp32 loss sum, as Megatron's total_loss_dict holds it
-  int64_t advanced = 0, skipped = 0, nan = 0;
+  WindowCounts counts;
   // An abort the on-device family found in the window, due at its next log point: the fault's 1-based iteration
   // and exit code (0: none). Only that family can carry it to the next log point.
   int64_t abort_at = 0;
@@ -45,11 +50,6 @@ struct SavedWindow {
 std::vector<std::pair<std::string, int64_t>> window_numbers(const SavedWindow& w);
 SavedWindow window_of(const std::map<std::string, int64_t>& numbers);
 uint64_t window_hash(const SavedWindow& w);
-
-// A window's step counts since the last log point.
-struct WindowCounts {
-  int64_t advanced = 0, skipped = 0, nan = 0;
-};
 
 class LogWindow {
  public:

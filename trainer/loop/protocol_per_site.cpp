@@ -43,7 +43,7 @@ class PerSiteProtocol final : public ProtocolBase {
     // Deferred, the window's NaN count is this rank's until the log point's read reduces it over the world.
     if (!eager_stats()) {
       window_.counts.nan = 0;
-      nan_count_.fill_(static_cast<double>(w.nan));
+      nan_count_.fill_(static_cast<double>(w.counts.nan));
     }
   }
 
@@ -57,7 +57,7 @@ class PerSiteProtocol final : public ProtocolBase {
     if (unread.empty()) return w;
     const std::vector<double> v = c_.ledger.read(Site::kBatchedLogRead, at::cat(unread));
     if (window_.has_loss) w.loss_sum = static_cast<float>(v.front());
-    if (nan_unread) w.nan += static_cast<int64_t>(v.back());
+    if (nan_unread) w.counts.nan += static_cast<int64_t>(v.back());
     return w;
   }
 
