@@ -12,8 +12,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
+#include "tools/loopgate/process.h"
 #include "trainer/common/error.h"
 
 namespace loopgate {
@@ -81,17 +83,24 @@ void check_launcher(const std::string& flag, const std::string& command) {
 }
 
 std::string command_output(const std::string& command, int* status) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  if (!p) {
+  // Through the one launcher (process.h): its output into a file of its own, read back.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/loopgate-output-XXXXXX";
+  const int fd = mkstemp(path.data());
+  if (fd < 0) {
     *status = -1;
-    return out;
+    return "";
   }
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *status = pclose(p);
-  return out;
+  close(fd);
+  ProcessSpec spec;
+  spec.shell = command;
+  spec.log_path = path;
+  *status = Process(spec).wait();
+  std::ifstream f(path);
+  std::stringstream out;
+  out << f.rdbuf();
+  std::remove(path.c_str());
+  return out.str();
 }
 
 }  // namespace loopgate

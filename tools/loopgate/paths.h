@@ -17,7 +17,8 @@ void check_output_dir(const std::string& flag, const std::string& dir);
 // A program the command will launch (its first word): a path to an executable file, or found on PATH.
 void check_launcher(const std::string& flag, const std::string& command);
 
-// What a shell command prints on stdout, and its wait status in *status (-1 when it could not be started).
+// What a shell command (`/bin/sh -c`) prints, stdout and stderr, and its exit code in *status (128 + the signal that
+// ended it; -1 when no file for its output could be made).
 std::string command_output(const std::string& command, int* status);
 
 }  // namespace loopgate

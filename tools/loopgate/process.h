@@ -1,5 +1,5 @@
 // The one way the CLI starts a child process (gate's launches, pair's runs, syncs' program, golden's capture job,
-// the CLI's own rows): `/bin/sh -c COMMAND` (a command line as written, quoting and redirections included), an argv,
+// the CLI's own rows, the shell commands whose output paths.h's command_output reads back): `/bin/sh -c COMMAND` (a command line as written, quoting and redirections included), an argv,
 // or a function run by a forked copy of this process (no exec: what this process loaded stays loaded), with variables
 // added to its environment, stdout and stderr into a log or inherited, and, where a timeout must end everything it
 // started (mpirun, torchrun and their ranks), a process group of its own. A child left in the CLI's own group gets
