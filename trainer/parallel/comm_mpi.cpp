@@ -84,7 +84,7 @@ class MpiComm final : public Comm {
     if (g_.size == 1) return;
     bool ordered = op == ReduceOp::kSum && options_.order != ReduceOrder::kNative && t.is_floating_point();
     if (ordered) {
-      UncountedOperators transport;  // the copy back too: MPI's native sum lands in place
+      UncountedOperators transport;  // the sum and the copy back: MPI's native sum lands in place
       t.copy_(ordered_sum(t));
       return;
     }
@@ -189,8 +189,9 @@ class MpiComm final : public Comm {
   // Sum of every rank's t, added one rank at a time in a fixed or per-call permuted order. Large tensors are
   // summed a slice per rank (all-to-all, ordered sum of my slice, all-gather of the slices): the same order for
   // every element, so the same bits as summing the whole gather, at 1/size of the traffic (64 ranks on 2 cores).
+  // Its callers hold an UncountedOperators scope around it and what they do with its result: the transport's own
+  // adds are counted as MPI's native sum is, not at all.
   at::Tensor ordered_sum(const at::Tensor& t) {
-    UncountedOperators transport;  // the transport's own adds: counted as MPI's native sum is, not at all
     const int64_t n = t.numel();
     if (n < kSliceMin * g_.size)
       return sum_in_order(gather_raw(t.contiguous()).view({g_.size, n}), options_, calls_).view(t.sizes());
