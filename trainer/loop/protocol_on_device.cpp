@@ -13,6 +13,7 @@
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
 #include "trainer/loop/bundle.h"
+#include "trainer/loop/log_stats.h"
 #include "trainer/loop/mutation.h"
 #include "trainer/loop/protocol.h"
 
@@ -165,14 +166,12 @@ LogOutputs OnDeviceProtocol::training_log(const LogInputs& in) {
 // stream order, so that the next iteration may run before the read lands.
 void OnDeviceProtocol::issue_log_read(const LogInputs& in) {
   ScopedSite scope(site_name(Site::kBatchedLogRead));
-  Bundle bundle;  // the float32 values side by side (one cast), then the doubles (none)
-  in.grad_norm.defined() ? bundle.add("grad_norm", in.grad_norm) : bundle.add_absent("grad_norm");
-  bundle.add("loss_scale", in.loss_scale);
+  Bundle bundle;  // the float32 values side by side (one cast), then the counts
+  add_log_stats(bundle, in, c_.config, /*reduced=*/true, StatKinds::kFloating);
   bundle.add("lr", lr_now_);
   in.loss.defined() ? bundle.add("loss_total", total_loss_) : bundle.add_absent("loss_total");
-  if (in.params_norm.defined()) bundle.add("params_norm", in.params_norm);
   bundle.add_all("state", log_state_);  // the window's codes and the abort: one tensor
-  if (c_.config.optim.log_num_zeros_in_grad && in.num_zeros.defined()) bundle.add("num_zeros", in.num_zeros);
+  add_log_stats(bundle, in, c_.config, /*reduced=*/true, StatKinds::kIntegral);
   timers_.add_deferred_values(bundle, in.iteration);
   if (exit_.on()) bundle.add_host("exit", exit_.local_flag(in.iteration) ? 1.0 : 0.0);
   bundle.issue(*log_read_, *c_.groups.world);
@@ -215,12 +214,9 @@ LogOutputs OnDeviceProtocol::land_log_read(const LogInputs& in) {
   const double advanced = static_cast<double>(window_.counts.advanced);
   const bool has_loss = advanced > 0 && in.loss.defined();  // the loss lives on the last stage, as the baseline's
   LogValues values;
+  land_log_stats(v, values);
   values.lm_loss = has_loss ? v["loss_total"] / std::max(1.0, advanced) : NAN;
   values.learning_rate = v["lr"];
-  values.loss_scale = v["loss_scale"];
-  values.grad_norm = v["grad_norm"];
-  values.num_zeros = v.count("num_zeros") ? as_reduce_max_stat(v["num_zeros"]) : NAN;
-  values.params_norm = v.count("params_norm") ? v["params_norm"] : NAN;
   values.elapsed_ms_per_iteration = timers_.elapsed_ms_per_iteration(v);
   values.skipped = window_.counts.skipped;
   values.nan = window_.counts.nan;

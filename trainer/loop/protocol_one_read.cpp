@@ -9,6 +9,7 @@
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
 #include "trainer/loop/bundle.h"
+#include "trainer/loop/log_stats.h"
 #include "trainer/loop/protocol.h"
 
 namespace loopgate {
@@ -46,12 +47,7 @@ class OneReadProtocol final : public ProtocolBase {
     for (size_t i = 0; i < keys_.size(); ++i) all.add(keys_[i], packed_.narrow(0, static_cast<int64_t>(i), 1));
     all.add("update_successful", us.to(at::kFloat));
     if (in.loss.defined()) all.add("loss", in.loss);
-    if (in.log_point) {
-      if (in.grad_norm.defined()) all.add("grad_norm", in.grad_norm);
-      if (in.num_zeros.defined()) all.add("num_zeros", in.num_zeros);
-      if (in.params_norm.defined()) all.add("params_norm", in.params_norm);
-      all.add("loss_scale", in.loss_scale);
-    }
+    if (in.log_point) add_log_stats(all, in, c_.config, /*reduced=*/false);
     read_ = all.resolve(*read_once_, *c_.groups.world, /*reduce=*/false);
     StepVerdict v;
     v.decision = rerun.decide(read_.at("vote"));
@@ -65,11 +61,6 @@ class OneReadProtocol final : public ProtocolBase {
   SavedWindow saved_window(int64_t) override { return window_.saved(window_.has_loss, window_.host_loss_sum); }
 
  private:
-  double read(const char* key) const {
-    auto it = read_.find(key);
-    return it == read_.end() ? NAN : it->second;
-  }
-
   std::unique_ptr<AsyncRead> read_once_;
   std::vector<std::string> keys_;
   at::Tensor packed_;
@@ -91,12 +82,9 @@ LogOutputs OneReadProtocol::training_log(const LogInputs& in) {
   if (!in.log_point) return {};
 
   LogValues v;
+  land_log_stats(read_, v);
   if (window_.has_loss) v.lm_loss = window_.host_loss_sum / static_cast<double>(std::max<int64_t>(1, window_.counts.advanced));
   v.learning_rate = static_cast<float>(in.learning_rate);  // rounded as reduce_max_stat's float32 tensor rounds it
-  v.loss_scale = read_.at("loss_scale");
-  v.grad_norm = read("grad_norm");
-  v.num_zeros = read_.count("num_zeros") ? as_reduce_max_stat(read_.at("num_zeros")) : NAN;
-  v.params_norm = read("params_norm");
   v.elapsed_ms_per_iteration = timers_.elapsed_ms_per_iteration(read_);
   v.skipped = window_.counts.skipped;
   v.nan = window_.counts.nan;

@@ -11,6 +11,7 @@
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
 #include "trainer/loop/bundle.h"
+#include "trainer/loop/log_stats.h"
 #include "trainer/loop/mutation.h"
 #include "trainer/loop/protocol.h"
 
@@ -74,8 +75,9 @@ class PerSiteProtocol final : public ProtocolBase {
   UpdateSuccessfulSite update_;
   std::unique_ptr<AsyncRead> log_read_;
   at::Tensor total_loss_;  // Megatron's total_loss_dict's loss sum, on the device (the window's counts: window_)
-  // Stats the baseline reads every iteration, log point or not (eager sites); the last ones read.
-  double grad_norm_ = NAN, num_zeros_ = NAN, loss_scale_ = NAN, params_norm_ = NAN, lr_ = NAN;
+  // The stats (log_stats.h) the baseline reads every iteration, log point or not (eager sites): the last ones read.
+  LogValues stats_;
+  double lr_ = NAN;
 };
 
 // Accumulation, every iteration (Megatron total_loss_dict): the loss of an advanced iteration, the NaN probe of
@@ -105,10 +107,7 @@ std::map<std::string, double> PerSiteProtocol::read_log_point(const LogInputs& i
   ScopedSite scope(site_name(Site::kBatchedLogRead));
   Bundle bundle;
   if (!eager_stats()) {
-    in.grad_norm.defined() ? bundle.add("grad_norm", in.grad_norm) : bundle.add_absent("grad_norm");
-    if (c_.config.optim.log_num_zeros_in_grad && in.num_zeros.defined()) bundle.add("num_zeros", in.num_zeros);
-    if (in.params_norm.defined()) bundle.add("params_norm", in.params_norm);
-    bundle.add("loss_scale", in.loss_scale);
+    add_log_stats(bundle, in, c_.config, /*reduced=*/true);
     window_.has_loss ? bundle.add("loss_total", total_loss_) : bundle.add_absent("loss_total");
     // Only skipped iterations probe their loss; with none since the last log point the count is 0, unread.
     if (window_.counts.skipped > 0) bundle.add("nan_count", nan_count_);
@@ -128,14 +127,11 @@ std::map<std::string, double> PerSiteProtocol::read_log_point(const LogInputs& i
   std::map<std::string, double> v;
   if (!bundle.empty()) v = bundle.resolve(*log_read_, *c_.groups.world);
   if (!eager_stats()) {
-    num_zeros_ = v.count("num_zeros") ? as_reduce_max_stat(v["num_zeros"]) : NAN;
-    params_norm_ = v.count("params_norm") ? v["params_norm"] : NAN;
-    loss_scale_ = v["loss_scale"];
+    land_log_stats(v, stats_);
     if (window_.counts.skipped > 0) {
       window_.counts.nan += static_cast<int64_t>(v["nan_count"]);
       nan_count_.zero_();
     }
-    grad_norm_ = v["grad_norm"];
   }
   if (!eager_scalars()) lr_ = v["lr"];
   if (!timers_.deferred()) {
@@ -150,14 +146,7 @@ LogOutputs PerSiteProtocol::training_log(const LogInputs& in) {
   const bool reset = LogWindow::ends_at(in.iteration);
   accumulate(in);
   lr_ = in.learning_rate;
-  if (eager_stats()) {
-    grad_norm_ = num_zeros_ = loss_scale_ = params_norm_ = NAN;
-    if (in.grad_norm.defined()) grad_norm_ = reduce_max_stat_eager(c_, Site::kGradNorm, in.grad_norm);
-    if (in.num_zeros.defined() && c_.config.optim.log_num_zeros_in_grad)
-      num_zeros_ = reduce_max_stat_eager(c_, Site::kNumZeros, in.num_zeros);
-    if (in.params_norm.defined()) params_norm_ = c_.read_scalar(Site::kParamsNorm, in.params_norm);
-    loss_scale_ = c_.read_scalar(Site::kLossScale, in.loss_scale);
-  }
+  if (eager_stats()) read_log_stats_eager(c_, in, stats_);
   if (eager_scalars()) lr_ = reduce_max_stat_host(c_, Site::kLearningRate, lr_);
   if (!in.log_point) return {};
 
@@ -166,17 +155,13 @@ LogOutputs PerSiteProtocol::training_log(const LogInputs& in) {
 
   // Loss average over advanced iterations: the read of total / max(1, advanced).
   ScopedSite scope(site_name(Site::kLossReport));
-  LogValues values;
+  LogValues values = stats_;
   if (window_.has_loss) {
     const double total = eager_stats() ? c_.read_scalar(Site::kLossReport, total_loss_) : v["loss_total"];
     values.lm_loss = total / static_cast<double>(std::max<int64_t>(1, window_.counts.advanced));
     if (reset) total_loss_ = loss_seed();  // Megatron reseeds the accumulator
   }
   values.learning_rate = lr_;
-  values.loss_scale = loss_scale_;
-  values.grad_norm = grad_norm_;
-  values.num_zeros = num_zeros_;
-  values.params_norm = params_norm_;
   values.elapsed_ms_per_iteration = timers_.elapsed_ms_per_iteration(v);
   values.skipped = window_.counts.skipped;
   values.nan = window_.counts.nan;
