@@ -1,4 +1,4 @@
-// The log point's stats table (trainer/loop/log_stats.h): what rides a family's batched read, in which order, and how
+// The log point's stats table (trainer/loop/log_stats.h, read through log_point.h): what rides a family's batched read, in which order, and how
 // it lands. The order and the kinds matter beyond the values: a bundle casts each run of one dtype once, so they set
 // each family's launches at its read site (the traces of every arm repeat bit for bit across this table's
 // introduction, its commit says how that was checked).
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "suites/unit/wrong.h"
-#include "trainer/loop/log_stats.h"
+#include "trainer/loop/log_point.h"
 
 namespace loopgate {
 namespace {

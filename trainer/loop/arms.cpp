@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "trainer/common/error.h"
+#include "trainer/loop/log_stats.h"
 
 namespace loopgate {
 namespace {
@@ -77,7 +78,9 @@ CollectiveChanges changed_collectives(const Arm& a) {
     if (m == SyncMode::kDeferred) s.insert(sites.begin(), sites.end());
   };
   deferred(a.nan_check, {"nan_check_loss", "nan_check_grad", "rerun_decision"});
-  deferred(a.stat_bundle, {"grad_norm", "num_zeros", "params_norm", "loss_scale", "loss_report", "batched_log_read"});
+  if (a.stat_bundle == SyncMode::kDeferred)
+    for (const LogStat& stat : log_stats()) s.insert(site_name(stat.site));  // the stats' sites (log_stats.h)
+  deferred(a.stat_bundle, {"loss_report", "batched_log_read"});
   deferred(a.device_scalars, {"loss_accum_seed", "learning_rate", "batched_log_read"});
   deferred(a.timers, {"timers"});
   deferred(a.exit_vote, {"exit_vote", "batched_log_read"});

@@ -4,6 +4,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -125,6 +126,14 @@ struct LogInputs {
   bool skipped = false;
   int64_t iteration = 0, train_iters = 0, consumed_samples = 0, global_batch = 0;
   bool log_point = false;
+};
+
+// The values a log point read, however its family read them: from the protocols to the record, copied once.
+struct LogValues {
+  double lm_loss = NAN;  // the average over advanced iterations; NaN: no loss on this rank (or none advanced)
+  double learning_rate = NAN, loss_scale = NAN, grad_norm = NAN, num_zeros = NAN, params_norm = NAN;
+  double elapsed_ms_per_iteration = 0.0;
+  int64_t skipped = 0, nan = 0;
 };
 
 // Megatron's log line (without the timestamp prefix, which is added when printed); exposed for tests.

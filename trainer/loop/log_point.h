@@ -4,26 +4,21 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "trainer/timers/timers.h"
+#include "trainer/loop/bundle.h"
 #include "trainer/loop/config.h"
+#include "trainer/loop/log_stats.h"
 #include "trainer/loop/log_window.h"
 #include "trainer/loop/loop_timers.h"
 #include "trainer/loop/sites.h"
 #include "trainer/loop/trace.h"
 
 namespace loopgate {
-
-// The values a log point read, however its family read them: from the protocols to the record, copied once.
-struct LogValues {
-  double lm_loss = NAN;  // the average over advanced iterations; NaN: no loss on this rank (or none advanced)
-  double learning_rate = NAN, loss_scale = NAN, grad_norm = NAN, num_zeros = NAN, params_norm = NAN;
-  double elapsed_ms_per_iteration = 0.0;
-  int64_t skipped = 0, nan = 0;
-};
 
 struct LogOutputs {
   std::optional<std::string> line;  // printed on the last rank only (print_rank_last)
@@ -41,6 +36,16 @@ struct LogOutputs {
 // previous log point.
 LogOutputs log_point_outputs(const SiteContext& c, const LogInputs& in, const LogValues& v, LoopTimers& timers,
                              bool print = true);
+
+// The device stats (log_stats.h), read from the table. A deferred family's batched read: the logged rows into `bundle`
+// in table order, `kinds` of them (a bundle casts each run of one dtype once, so a family may keep the counts apart
+// from the floats); a logged value this rank does not hold rides a reduced read as absent (every rank's bundle lines
+// up in the MAX) and is left out of an unreduced one. Landing: each row from the read's values, NaN where it did not
+// ride, as the baseline's read would give it. Eager: the baseline's reads, each logged row it holds at its own site.
+void add_log_stats(Bundle& bundle, const LogInputs& in, const RunConfig& config, bool reduced,
+                   StatKinds kinds = StatKinds::kAll);
+void land_log_stats(const std::map<std::string, double>& read, LogValues& out);
+void read_log_stats_eager(const SiteContext& c, const LogInputs& in, LogValues& out);
 
 // A log point's record: its values and the timers' report.
 void record_log_point(IterationRecord& rec, const LogOutputs& log);

@@ -9,7 +9,7 @@
 #include "trainer/common/device.h"
 #include "trainer/common/error.h"
 #include "trainer/loop/bundle.h"
-#include "trainer/loop/log_stats.h"
+#include "trainer/loop/log_point.h"
 #include "trainer/loop/protocol.h"
 
 namespace loopgate {
