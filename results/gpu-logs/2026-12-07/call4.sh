@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Device call 3 of 2026-12-07 (one GPU), on 54177f0 (since call 2: SavedWindow holding a WindowCounts, the CLI's
-# command_output through its one process launcher): the GPU build; the selftest's defects section with --device
+# Device call 4 of 2026-12-07 (one GPU), on d1b0e33 (since call 3: the log point's device stats as one table that
+# every protocol family reads, trainer/loop/log_stats.h): the GPU build; the selftest's defects section with --device
 # cuda; the gate on single with --device cuda on the checks that read operator counts and the loop's rows.
-source ci/device-steps.sh call3.tgz
+source ci/device-steps.sh call4.tgz
 source ci/gpu-env.sh
 export LOOPGATE_GOLDEN_DIR=$PWD/golden
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > $L/gpu.txt 2>&1
 step build env RESULTS=$L/build bash ci/gpu-build.sh
-step selftest_cuda timeout 240 build/gpu/tools/loopgate selftest --section defects --device cuda \
+step selftest_cuda timeout 230 build/gpu/tools/loopgate selftest --section defects --device cuda \
   --json $L/selftest_cuda.json
-step gate_single timeout 200 build/gpu/tools/loopgate gate --device cuda --fixture single \
+step gate_single timeout 190 build/gpu/tools/loopgate gate --device cuda --fixture single \
   --check sync_budget,cuda_graph,resume,run_features,timers,logging_exit,nan_detection,equivalence --json $L/gate_single.json
