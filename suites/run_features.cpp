@@ -100,11 +100,11 @@ TEST_P(RunFeatures, NoFeatureChangesADecisionTheLoopTakes) {
     for (const RunFeature& feature : features) {
       RunConfig c = plain_config;
       feature.turn_on(c);
-      // A feature every scenario has on (the record) is held to its run with the feature off.
+      // A feature every scenario has on (the record): the plain run is the featured one, held to a run without it.
       const std::vector<std::string> d =
           feature.on_in_every_scenario
-              ? decision_differences(run_scenario("features:" + decision.name + ":without" + feature.flag, c, arm,
-                                                  Record::kNothing),
+              ? decision_differences(run_scenario("features:" + decision.name + ":without" + feature.flag,
+                                                  plain_config, arm, Record::kNothing),
                                      plain)
               : decision_differences(plain, run_scenario("features:" + decision.name + ":" + feature.flag, c, arm));
       EXPECT_TRUE(d.empty()) << arm << " with " << feature.flag << " at " << decision.name << ", rank " << world_rank()
