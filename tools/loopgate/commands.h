@@ -44,6 +44,9 @@ struct GateOptions {
   int shards = 0;  // processes sharing a fixture's gate suites; 0 = auto (cpus / ranks on CPU; a GPU block each on cuda)
   double progress_timeout = 60;  // a test whose rank makes no progress this long fails; the fixture relaunches
   std::string filter;            // a GoogleTest filter instead of the checks' (loopgate selftest)
+  // false: an aborted attempt ends its launch, the tests it did not reach left unrun (the selftest's launch of one
+  // hanging defect, whose first aborted test is its verdict).
+  bool relaunch_after_abort = true;
   bool echo = true;              // echo launches and scenario lines
   // cuda: every fixture whose ranks fit the visible GPUs (one rank per GPU) on the GPU tier (NCCL, bf16), plus the
   // GPU-only checks (ledger == CUPTI, the capture probe) from gpu_loop_exe.

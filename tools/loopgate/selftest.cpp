@@ -4,7 +4,8 @@
 // smallest fixture that shows it; the defects of one fixture share one launch (each judged by its own tests only).
 // Prints, per defect, whether it was rejected, by which check and test, and its launch's time; the mutation score
 // is the share rejected. A defect whose ranks end in different collectives hangs, and counts as rejected when the
-// progress watchdog fails its test (--progress-timeout, 10 s here); it gets a launch of its own. GPU-only defects
+// progress watchdog fails its test (--progress-timeout, 10 s here); it gets a launch of its own, which ends at that
+// abort (the gate would relaunch for the defect's other tests, which only refuse the scenario it hung in). GPU-only defects
 // run with --device cuda and are listed as not run otherwise, as are, on a GPU, those whose fixture needs more GPUs
 // than are visible. Then (--section tools or all) the tools' known-answer sets (selftest_tools.h). Exit 0 at 100 %
 // and every tool set passing (or not runnable here, said so), 1 otherwise, 2 on bad input.
@@ -99,6 +100,9 @@ std::vector<DefectResult> run_batch(const Batch& b, const SelftestOptions& o, co
   g.mpiexec = o.mpiexec;
   g.progress_timeout = o.progress_timeout;
   g.echo = false;
+  // A hanging defect launches alone, and the test its launch aborted in is its verdict: the tests after it would
+  // only fail again on the scenario it hung in, at a relaunch's cost (on pp2tp2dp2 two launches of 8 ranks).
+  g.relaunch_after_abort = !b.defects.front()->hangs;
   for (const PlantedDefect* d : b.defects) {
     g.arms.push_back(d->name);
     if (std::find(g.checks.begin(), g.checks.end(), d->rejected_by) == g.checks.end())
