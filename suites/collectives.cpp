@@ -18,6 +18,7 @@
 #include "fixtures/collective_checks.h"
 #include "fixtures/compare.h"
 #include "fixtures/faults/fault.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 #include "suites/nan_cases.h"
 
@@ -53,7 +54,7 @@ TEST(CollectivesBaseline, EveryRankOfAGroupIssuesTheSameSequence) {
   EXPECT_TRUE(p.empty()) << first_lines(p);
 }
 
-class Collectives : public ::testing::TestWithParam<std::string> {};
+class Collectives : public ArmTest {};
 
 TEST_P(Collectives, EveryRankOfAGroupIssuesTheSameSequence) {
   const auto p = within_arm_problems(GetParam());

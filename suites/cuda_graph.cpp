@@ -19,6 +19,7 @@
 
 #include "fixtures/compare.h"
 #include "fixtures/faults/fault.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 #include "trainer/common/device.h"
 #include "trainer/loop/sites.h"
@@ -95,7 +96,7 @@ std::vector<std::string> graph_findings(const std::string& arm) {
   return out;
 }
 
-class CudaGraph : public ::testing::TestWithParam<std::string> {};
+class CudaGraph : public ArmTest {};
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaGraph);
 
 TEST_P(CudaGraph, EveryIterationReplaysBitIdenticalToTheBaseline) {

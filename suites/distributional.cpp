@@ -22,6 +22,7 @@
 #include <set>
 
 #include "fixtures/compare.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -109,7 +110,7 @@ std::vector<std::string> dist_arms() {
   return a;
 }
 
-class Distributional : public ::testing::TestWithParam<std::string> {};
+class Distributional : public ArmTest {};
 // --lg_arms naming only intermediate commits leaves no arm here: the table shows '-', not a failure.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Distributional);
 

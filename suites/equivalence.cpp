@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "fixtures/compare.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -25,7 +26,7 @@ std::vector<Mismatch> all_mismatches(const std::string& arm) {
   return compare_fields(clean_run("baseline").trace, clean_run(arm).trace, record_fields());
 }
 
-class Equivalence : public ::testing::TestWithParam<std::string> {};
+class Equivalence : public ArmTest {};
 
 // A failure says where the runs part: the clean scenario rerun with digests (fixtures/localize.h).
 TEST_P(Equivalence, LossAndParamsNormBitIdenticalAtIterations1And2) {

@@ -28,6 +28,7 @@
 
 #include "fixtures/compare.h"
 #include "fixtures/faults/fault.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 #include "trainer/common/error.h"
 #include "trainer/model/init.h"
@@ -287,7 +288,7 @@ TEST(Fp16, ScaledRunEqualsUnscaledRunSkippingTheSameSteps) {
   EXPECT_EQ(scaled.records.size(), ref.records.size());
 }
 
-class Fp16 : public ::testing::TestWithParam<std::string> {};
+class Fp16 : public ArmTest {};
 
 TEST_P(Fp16, OverflowSkippedOnEveryRankEveryFieldAsBaseline) {
   const std::vector<std::string> p = fp16_problems(GetParam());

@@ -11,6 +11,7 @@
 
 #include "fixtures/compare.h"
 #include "fixtures/harness/args.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -34,7 +35,7 @@ std::vector<std::string> isolation_arms() {
   return a;
 }
 
-class Isolation : public ::testing::TestWithParam<std::string> {};
+class Isolation : public ArmTest {};
 
 TEST_P(Isolation, CleanRunRepeatedInTheSameProcessIsBitIdentical) {
   if (heavy_fixture() && GetParam() != "baseline" && harness_arg("arms").empty())

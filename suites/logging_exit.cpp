@@ -11,6 +11,7 @@
 
 #include "fixtures/compare.h"
 #include "fixtures/golden.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -85,7 +86,7 @@ std::string indented_lines(const std::vector<std::string>& v) {
 
 // ---- (a) logged fields, (b) log lines ----
 
-class LoggingExit : public ::testing::TestWithParam<std::string> {};
+class LoggingExit : public ArmTest {};
 
 // A failure says where the runs part (fixtures/localize.h); "none" there means the computed values agree and the
 // difference is in what was logged.

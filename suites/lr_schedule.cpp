@@ -33,6 +33,7 @@
 #include "fixtures/golden.h"
 #include "fixtures/harness/args.h"
 #include "fixtures/localize.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -111,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(, LrScheduleCase, ::testing::ValuesIn(lr_cases_here()),
                          [](const auto& info) { return param_name(info.param); });
 
 // ---- each candidate arm: bit-identical to the baseline, and to golden, with skipped steps ----
-class LrSchedule : public ::testing::TestWithParam<std::string> {};
+class LrSchedule : public ArmTest {};
 
 TEST_P(LrSchedule, SequenceBitIdenticalToBaselineAndGoldenWithSkippedSteps) {
   if (heavy_fixture() && world_rank() == 0)

@@ -16,6 +16,7 @@
 
 #include "fixtures/compare.h"
 #include "fixtures/faults/fault.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 #include "suites/nan_cases.h"
 
@@ -89,7 +90,7 @@ TEST(NanDetection, BaselineDetectsEveryFaultBeforeTheStepWithMegatronsOutcome) {
   }
 }
 
-class NanDetection : public ::testing::TestWithParam<std::string> {};
+class NanDetection : public ArmTest {};
 
 TEST_P(NanDetection, SameIterationBeforeStepSameOutcomeAsBaseline) {
   const std::vector<std::string> fields = {"skipped", "learning_rate", "loss_scale", "param_checksum_after"};

@@ -24,6 +24,7 @@
 #include "fixtures/faults/fault.h"
 #include "fixtures/harness/args.h"
 #include "fixtures/run_features.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -118,7 +119,7 @@ std::vector<std::string> race_arms() {
   return out;
 }
 
-class Races : public ::testing::TestWithParam<std::string> {};
+class Races : public ArmTest {};
 
 TEST_P(Races, LogValuesAndVerdictsAsTheUnemulatedBaseline) {
   for (const Emulated& e : pairs(GetParam())) {

@@ -33,6 +33,7 @@
 #include "fixtures/fixtures.h"
 #include "fixtures/golden_files.h"
 #include "fixtures/harness/args.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -252,7 +253,7 @@ std::vector<std::string> resume_arms() {
   return arms;
 }
 
-class Resume : public ::testing::TestWithParam<std::string> {};
+class Resume : public ArmTest {};
 
 // The clean run itself (its uninterrupted run is the one the other checks made), saved halfway by the arm.
 TEST_P(Resume, ContinuesTheCleanRunBitForBit) {

@@ -22,6 +22,7 @@
 #include "fixtures/fixtures.h"
 #include "fixtures/harness/args.h"
 #include "fixtures/run_features.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -87,7 +88,7 @@ std::string saved_by_baseline(const LoopDecision& decision, const RunConfig& c) 
   return save.save_dir;
 }
 
-class RunFeatures : public ::testing::TestWithParam<std::string> {};
+class RunFeatures : public ArmTest {};
 
 TEST_P(RunFeatures, NoFeatureChangesADecisionTheLoopTakes) {
   const std::string& arm = GetParam();

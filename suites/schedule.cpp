@@ -11,6 +11,7 @@
 
 #include "fixtures/compare.h"
 #include "fixtures/loop_checks.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 
 namespace loopgate {
@@ -41,7 +42,7 @@ TEST(Schedule, OrderFunctionsHaveMegatronsCountsOnThisLayout) {
                                                 << select_schedule(layout).name();
 }
 
-class ScheduleRun : public ::testing::TestWithParam<std::string> {};
+class ScheduleRun : public ArmTest {};
 
 TEST_P(ScheduleRun, EveryRankRanTheSelectedOrderAtEveryIteration) {
   for (const std::string& arm : {std::string("baseline"), GetParam()}) {

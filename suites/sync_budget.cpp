@@ -22,6 +22,7 @@
 #include "fixtures/golden.h"
 #include "fixtures/harness/args.h"
 #include "fixtures/compare.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 #include "trainer/measure/ledger.h"
 #include "trainer/optim/adam.h"
@@ -127,7 +128,7 @@ std::vector<std::string> arms_with_baseline() {
   return a;
 }
 
-class SyncBudget : public ::testing::TestWithParam<std::string> {};
+class SyncBudget : public ArmTest {};
 
 TEST_P(SyncBudget, ReadsPerSitePerIterationWithinGoldenBudget) {
   if (heavy_fixture() && !dp64_arm(GetParam())) GTEST_SKIP() << "dp64: budgets checked for the baseline and the final arms";

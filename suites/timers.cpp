@@ -21,6 +21,7 @@
 
 #include "fixtures/compare.h"
 #include "fixtures/golden.h"
+#include "fixtures/harness/arm_test.h"
 #include "fixtures/scenarios.h"
 #include "trainer/common/device.h"
 #include "trainer/timers/timers.h"
@@ -215,7 +216,7 @@ std::vector<std::string> lag_wait_problems(const std::string& arm, const Scenari
 
 // ---- tests on real runs ----
 
-class Timers : public ::testing::TestWithParam<std::string> {};
+class Timers : public ArmTest {};
 
 TEST_P(Timers, EveryIntervalOnceInOrderBoundedDrainedAndSumExact) {
   for (const std::string& arm : {std::string("baseline"), GetParam()}) {
@@ -269,7 +270,7 @@ std::vector<std::string> deferred_timer_arms() {
   return out;
 }
 
-class TimersLagged : public ::testing::TestWithParam<std::string> {};
+class TimersLagged : public ArmTest {};
 // --lg_arms naming only arms with eager timers leaves no arm here: the table shows '-', not a failure.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TimersLagged);
 
@@ -353,7 +354,7 @@ TEST_P(Timers, SaveTimeStaysOutOfTheWindowOpenAtTheSave) {
 
 // Replayed (--cuda-graph iteration): a replayed iteration's level-1 timers start and stop between its graph's
 // segments (capture.h cut), so the accounting holds for every iteration, the replayed ones included.
-class TimersGraph : public ::testing::TestWithParam<std::string> {};
+class TimersGraph : public ArmTest {};
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TimersGraph);
 
 TEST_P(TimersGraph, EveryIntervalOnceInOrderReplayedIterationsIncluded) {

@@ -47,6 +47,9 @@ struct GateOptions {
   // false: an aborted attempt ends its launch, the tests it did not reach left unrun (the selftest's launch of one
   // hanging defect, whose first aborted test is its verdict).
   bool relaunch_after_abort = true;
+  // true: an arm's tests after its first failing one are skipped (--lg_skip_rejected_arms: the selftest, which
+  // judges a planted defect by its first rejection).
+  bool skip_rejected_arms = false;
   bool echo = true;              // echo launches and scenario lines
   // cuda: every fixture whose ranks fit the visible GPUs (one rank per GPU) on the GPU tier (NCCL, bf16), plus the
   // GPU-only checks (ledger == CUPTI, the capture probe) from gpu_loop_exe.

@@ -211,6 +211,7 @@ std::string suite_command(const GateOptions& o, const LaunchUnit& u) {
   if (u.device != "cpu") cmd += " --lg_device=" + u.device;
   if (!o.arms.empty()) cmd += " --lg_arms=" + join(o.arms, ",");
   if (o.iters) cmd += fmt::format(" --lg_iters={}", *o.iters);
+  if (o.skip_rejected_arms) cmd += " --lg_skip_rejected_arms=1";
   return cmd;
 }
 

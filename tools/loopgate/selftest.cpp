@@ -103,6 +103,9 @@ std::vector<DefectResult> run_batch(const Batch& b, const SelftestOptions& o, co
   // A hanging defect launches alone, and the test its launch aborted in is its verdict: the tests after it would
   // only fail again on the scenario it hung in, at a relaunch's cost (on pp2tp2dp2 two launches of 8 ranks).
   g.relaunch_after_abort = !b.defects.front()->hangs;
+  // A defect's first failing test is its verdict: its later tests are skipped (about half of the single launch's
+  // scenario runs).
+  g.skip_rejected_arms = true;
   for (const PlantedDefect* d : b.defects) {
     g.arms.push_back(d->name);
     if (std::find(g.checks.begin(), g.checks.end(), d->rejected_by) == g.checks.end())
