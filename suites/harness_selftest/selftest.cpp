@@ -1,6 +1,7 @@
-// Self-tests of the MPI gtest harness. Only SelfTest.Passes should pass; the others are registered in CTest
-// as expected failures whose output must name the failing rank or carry the watchdog's line, that end within
-// their limit, and that leave no process behind (suites/harness_selftest/expect_failure.sh).
+// Self-tests of the MPI gtest harness. Only SelfTest.Passes should pass; the others are registered in CTest as
+// expected failures whose output must name the failing rank or carry the watchdog's line, that end within their
+// limit, and that leave no process behind (suites/harness_selftest/expect_failure.sh); Arms/SkipAfterRejection
+// (below) by the line its skip prints.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "fixtures/harness/arm_test.h"
 #include "trainer/common/error.h"
 #include "trainer/parallel/comm_mpi.h"
 
@@ -100,3 +102,11 @@ TEST(SelfTest, MismatchedCollectiveOrder) {
     world_comm()->barrier();
   }
 }
+
+// ArmTest's skip (fixtures/harness/arm_test.h, --lg_skip_rejected_arms=1): the arm fails its first test on rank 1
+// alone, and every rank must skip its second, which meets the peers in a barrier: a rank that went by its own
+// verdict would skip while the other waits there.
+class SkipAfterRejection : public loopgate::ArmTest {};
+TEST_P(SkipAfterRejection, FailsOnRankOne) { EXPECT_NE(world_rank(), 1) << "expected failure planted on rank 1"; }
+TEST_P(SkipAfterRejection, MeetsEveryRank) { MPI_Barrier(MPI_COMM_WORLD); }
+INSTANTIATE_TEST_SUITE_P(Arms, SkipAfterRejection, ::testing::Values("planted"));
