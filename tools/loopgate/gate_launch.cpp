@@ -319,16 +319,14 @@ bool poll_launch(Launch& l) {
     l.r.aborted.push_back(out.aborted_in);
     l.r.exit_code = rc;
     l.excluded.insert(l.excluded.end(), out.seen.begin(), out.seen.end());
-    if (!l.o->relaunch_after_abort) {
-      l.r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - l.start).count();
-      return true;
+    if (l.o->relaunch_after_abort) {
+      if (l.o->echo)
+        std::printf("      %-10s aborted in %s (exit %d): relaunching for the tests not yet run\n",
+                    l.r.fixture.c_str(), out.aborted_in.c_str(), rc);
+      std::fflush(stdout);
+      start_attempt(l);
+      return false;
     }
-    if (l.o->echo)
-      std::printf("      %-10s aborted in %s (exit %d): relaunching for the tests not yet run\n", l.r.fixture.c_str(),
-                  out.aborted_in.c_str(), rc);
-    std::fflush(stdout);
-    start_attempt(l);
-    return false;
   }
   l.r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - l.start).count();
   return true;

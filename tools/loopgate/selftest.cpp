@@ -5,10 +5,11 @@
 // Prints, per defect, whether it was rejected, by which check and test, and its launch's time; the mutation score
 // is the share rejected. A defect whose ranks end in different collectives hangs, and counts as rejected when the
 // progress watchdog fails its test (--progress-timeout, 10 s here); it gets a launch of its own, which ends at that
-// abort (the gate would relaunch for the defect's other tests, which only refuse the scenario it hung in). GPU-only defects
-// run with --device cuda and are listed as not run otherwise, as are, on a GPU, those whose fixture needs more GPUs
-// than are visible. Then (--section tools or all) the tools' known-answer sets (selftest_tools.h). Exit 0 at 100 %
-// and every tool set passing (or not runnable here, said so), 1 otherwise, 2 on bad input.
+// abort (the gate would relaunch for the defect's other tests, which only refuse the scenario it hung in). A defect's
+// tests after its first failing one are skipped (--lg_skip_rejected_arms). GPU-only defects run with --device cuda
+// and are listed as not run otherwise, as are, on a GPU, those whose fixture needs more GPUs than are visible. Then
+// (--section tools or all) the tools' known-answer sets (selftest_tools.h). Exit 0 at 100 % and every tool set
+// passing (or not runnable here, said so), 1 otherwise, 2 on bad input.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
